@@ -1,0 +1,284 @@
+"""Command line: `diagnose run | check | probes | report`. The only module that writes files.
+
+Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk), 2 bad input or usage,
+130 / 143 interrupted by SIGINT / SIGTERM (the partial session and report are written first).
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+import diagnose
+from diagnose import device, harness
+from diagnose.errors import BadInput
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
+                       "tested fix.")
+err = Console(stderr=True)
+out = Console()
+PROBLEM_EXIT = {"ok": 0, "timeout": 1, "crash": 1, "wrong": 1, "at_risk": 1, "incomplete": 1}
+
+
+def _fail(msg: str) -> None:
+    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _stages(spec: str) -> list[str]:
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in names if s not in harness.STAGES]
+    if bad or not names:
+        raise BadInput(f"--stages: unknown stage {', '.join(bad) or '(none)'}; choose from {', '.join(harness.STAGES)}")
+    return [s for s in harness.STAGES if s in names]
+
+
+class _Signals:
+    """SIGINT / SIGTERM stop the runs (children are killed by the runner) and remember the exit code."""
+
+    def __init__(self):
+        self.stop, self.code = threading.Event(), None
+
+    def __enter__(self):
+        self.prev = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        self.code = 128 + signum
+        self.stop.set()
+
+    def __exit__(self, *exc):
+        for s, h in self.prev.items():
+            signal.signal(s, h)
+
+
+def _prepare(submission: Path, problem, task, budget, stages, full, max_rss, keep, sample_repeats, small):
+    from diagnose.runner.stages import RunSettings
+    from diagnose.submission import load_submission
+    from diagnose.tasks.loader import load_task
+    if budget is not None and budget <= 0:
+        raise BadInput(f"--budget must be a positive number of seconds, got {budget}")
+    sub = load_submission(submission)
+    gpu = device.has_gpu()
+    t = load_task(problem, task, small=small if small is not None else not gpu)
+    settings = RunSettings(task=t, stages=_stages(stages), budgets=harness.stage_budgets(budget, t.timeouts),
+                           depth="full" if full else "predict", sample_repeats=sample_repeats,
+                           max_rss_mb=max_rss, keep=keep)
+    return sub, gpu, settings
+
+
+def _new_session(sub, settings, gpu, command):
+    from diagnose.scan import scan_source
+    from diagnose.session import Session
+    return Session(
+        submission={"path": str(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
+        task=settings.task.to_dict(), command=command, tool_version=diagnose.__version__,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
+                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats},
+        scan=scan_source(sub.source, sub.tree).to_list())
+
+
+def _out_dir(out_opt: Optional[Path], stem: str) -> Path:
+    if out_opt:
+        return out_opt
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
+    return Path("reports") / f"{stem}-{stamp}"
+
+
+def _finish(session, outdir: Path) -> None:
+    from diagnose import summary
+    from diagnose.output import save_all
+    session.verdict = summary.verdict(session)
+    for r in session.runs:
+        if r.stages and r.stages[0].events:
+            env = next((e for s in r.stages for e in s.events if e["k"] == "env"), None)
+            if env:
+                session.environment = {k: v for k, v in env.items() if k not in ("k", "t")}
+                flush = next((e for s in r.stages for e in s.events if e["k"] == "flush"), None)
+                if flush:
+                    session.harness["flush"] = ("none (CPU)" if flush["device"] == "cpu" else
+                                                f"{flush['bytes'] / 2**30:.1f} GiB" +
+                                                (f", scaled down from {flush['wanted'] / 2**30:.0f} GiB to fit the "
+                                                 f"device's free memory" if flush["scaled"] else ""))
+                break
+    save_all(outdir, session)
+
+
+def _summary(session, outdir: Path) -> None:
+    v = session.verdict
+    style = "green" if v["status"] == "ok" else "red"
+    out.print(f"\n[bold {style}]{v['status'].upper()}[/] {v.get('message', '')}", highlight=False)
+    if v.get("site"):
+        out.print(f"  at {v['site']['file']}:{v['site']['line']}  {v['site']['code']}", highlight=False)
+    for c in session.causes[:3]:
+        out.print(f"  {c['rank']}. [bold]{' × '.join(c['suspects']) or 'unknown'}[/]: {c['narrative']}",
+                  highlight=False)
+    for c in session.cleared:
+        out.print(f"  not the cause: {c['probe']}", highlight=False)
+    if session.fix:
+        out.print(f"  fix: {session.fix['toggle']} ({session.fix['steady_us']} µs per call)", highlight=False)
+    out.print(f"  report: {outdir / 'report.md'}", highlight=False)
+
+
+@app.command()
+def run(
+    submission: Path = typer.Argument(..., help="The submission .py file (defines custom_kernel)."),
+    problem: Optional[Path] = typer.Option(None, "--problem", help="GPU MODE problem directory (reference.py, task.yml)."),
+    task: str = typer.Option("fp8-dual-gemm", "--task", help="Built-in task, when no --problem is given."),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds per stage (default 180; compile step 120)."),
+    stages: str = typer.Option(",".join(harness.STAGES), "--stages", help="Comma-separated stages to run."),
+    full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
+    probes: Optional[str] = typer.Option(None, "--probes", help="Comma-separated probes (default: all present); "
+                                                                "'none' runs the submission only."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at a time (default from CPUs and memory)."),
+    repeat: int = typer.Option(1, "--repeat", help="Run the baseline and each variant N times (median, spread)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to spread runs over, e.g. 0,1."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output directory (default reports/<stem>-<time>)."),
+    fix: Optional[Path] = typer.Option(None, "--fix", help="Write the verified fix's full source here."),
+    max_rss: Optional[float] = typer.Option(None, "--max-rss", help="Kill a run whose process tree passes this many MB."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
+    sample_repeats: int = typer.Option(10, "--sample-repeats", help="Timed repeats per benchmark case when predicting."),
+    small: Optional[bool] = typer.Option(None, "--small/--full-shapes", help="Shape set (default: small without a GPU)."),
+):
+    """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
+    from diagnose.engine import Engine, Options
+    from diagnose.live import LiveState
+    from probes import BY_NAME
+    try:
+        if repeat < 1 or (jobs is not None and jobs < 1) or sample_repeats < 2:
+            raise BadInput("--repeat and --jobs must be at least 1, --sample-repeats at least 2")
+        sub, gpu, settings = _prepare(submission, problem, task, budget, stages, full, max_rss, keep,
+                                      sample_repeats, small)
+        names = None
+        if probes is not None:
+            names = [p.strip() for p in probes.split(",") if p.strip()]
+            if names == ["none"]:
+                names = []
+            unknown = [p for p in names if p not in BY_NAME]
+            if unknown:
+                raise BadInput(f"--probes: unknown probe {', '.join(unknown)}; see `diagnose probes`")
+        gpu_ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
+    except BadInput as e:
+        _fail(str(e))
+    outdir = _out_dir(out_dir, sub.stem)
+    session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
+    njobs = jobs or device.default_jobs()
+    session.harness["concurrency"] = f"up to {njobs} run(s) at once" + (f" over GPUs {gpus}" if gpus else "")
+    live_state = LiveState(settings.budgets)
+    save_lock = threading.Lock()
+
+    def save(s):
+        with save_lock:
+            _finish(s, outdir)
+    with _Signals() as sig:
+        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, gpus=gpu_ids, bisect=names != [])
+        if names == []:
+            opts.probes = ["__none__"]
+        eng = Engine(sub, session, settings, opts, on_save=save, on_event=live_state.on_event, stop=sig.stop,
+                     on_run_done=live_state.on_run_done)
+        with Live(live_state, console=err, refresh_per_second=4, transient=True):
+            eng.diagnose()
+    save(session)
+    if fix and session.fix:
+        from diagnose.output import write_atomic
+        write_atomic(fix, eng.sources[session.fix["run"]])
+    _summary(session, outdir)
+    if sig.code:
+        err.print(f"interrupted: partial report written to {outdir}", highlight=False)
+        raise typer.Exit(sig.code)
+    raise typer.Exit(PROBLEM_EXIT.get(session.verdict["status"], 1))
+
+
+@app.command()
+def check(
+    submission: Path = typer.Argument(..., help="The submission .py file."),
+    problem: Optional[Path] = typer.Option(None, "--problem", help="GPU MODE problem directory."),
+    task: str = typer.Option("fp8-dual-gemm", "--task"),
+    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds per stage (default 180)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Also write session.json and report.md here."),
+    small: Optional[bool] = typer.Option(None, "--small/--full-shapes"),
+):
+    """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
+    1 at risk or failing, 2 bad input."""
+    from diagnose.engine import Engine, Options
+    from diagnose.risks import static_risks
+    try:
+        sub, gpu, settings = _prepare(submission, problem, task, budget, ",".join(harness.STAGES), False, None,
+                                      False, 5, small)
+    except BadInput as e:
+        _fail(str(e))
+    session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
+    risks = static_risks(session.scan)
+    with _Signals() as sig:
+        eng = Engine(sub, session, settings, Options(probes=["__none__"], jobs=1, gpu=gpu, bisect=False),
+                     stop=sig.stop)
+        with err.status("cold harness pass…"):
+            eng.diagnose()
+    from diagnose import summary
+    session.verdict = summary.verdict(session)
+    if out_dir:
+        _finish(session, out_dir)
+    t = Table(title=f"diagnose check: {sub.path.name}", show_lines=False)
+    for col in ("stage", "status", "seconds", "budget", "note"):
+        t.add_column(col)
+    for m, st in zip(summary.margins(session.baseline), [s for s in session.baseline.stages if s.status != "skipped"]):
+        t.add_row(m["stage"], st.status, f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else ""),
+                  f"{m['budget_s']:.0f}", st.message[:80])
+    out.print(t)
+    for r in risks:
+        out.print(f"[{'red' if r['severity'] == 'error' else 'yellow'}]risk[/] {sub.path}:{r['line']}: {r['message']}",
+                  highlight=False)
+    if not gpu:
+        out.print("note: no GPU here; CPU timings say nothing about a GPU budget", highlight=False)
+    status = session.verdict["status"]
+    failing = status != "ok" or any(r["severity"] == "error" for r in risks)
+    out.print(f"[bold {'red' if failing else 'green'}]{'AT RISK' if failing else 'SAFE'}[/] ({status})")
+    if sig.code:
+        raise typer.Exit(sig.code)
+    raise typer.Exit(1 if failing else 0)
+
+
+@app.command("probes")
+def probes_cmd():
+    """List the probe registry."""
+    from diagnose.engine import probe_table
+    t = Table(title="probes (run in this order)")
+    for col in ("name", "suspect", "finds it by", "toggles"):
+        t.add_column(col)
+    for p in probe_table():
+        t.add_row(p["name"], p["suspect"], p["finds"], p["toggles"])
+    out.print(t)
+
+
+@app.command()
+def report(
+    session_file: Path = typer.Argument(..., help="A session.json written by `diagnose run`."),
+    fmt: str = typer.Option("md", "--format", help="md | json | trace"),
+):
+    """Re-render a saved session offline (no run)."""
+    from diagnose.renderers import RENDERERS
+    from diagnose.session import Session
+    if fmt not in RENDERERS:
+        _fail(f"--format must be one of {', '.join(RENDERERS)}, got {fmt!r}")
+    try:
+        session = Session.from_dict(json.loads(session_file.read_text(encoding="utf-8")))
+    except FileNotFoundError:
+        _fail(f"{session_file}: no such file")
+    except (ValueError, TypeError, KeyError, UnicodeDecodeError, IsADirectoryError) as e:
+        _fail(f"{session_file}: not a readable diagnose session: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+    sys.stdout.write(RENDERERS[fmt](session))
+
+
+def main() -> None:
+    app()

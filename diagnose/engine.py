@@ -1,0 +1,163 @@
+"""The diagnosis, end to end: scan -> baseline run -> probe plans -> variant runs -> bisector.
+
+No file is written here: `on_save(session)` is called whenever the session changed (the CLI saves it),
+so a failure or an interrupt halfway loses nothing that had finished. Runs go through a small thread
+pool (--jobs); each run is its own child processes, and GPU timing is serialised by a lock file that
+the children take (runner/stages.py), so overlapping runs do not disturb each other's steady state.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import shutil
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diagnose import bisector
+from diagnose.edits import unified_diff
+from diagnose.runner.stages import RunSettings, execute
+from diagnose.scan import scan_source
+from diagnose.session import FAILURES, Run, Session
+from diagnose.submission import Submission
+from probes import BY_NAME, REGISTRY
+from probes.base import RUN, PlanContext, Toggle
+from probes.cache import WARM
+
+
+@dataclass
+class Options:
+    probes: list[str] | None = None      # None: every probe whose suspect is present
+    jobs: int = 1
+    repeat: int = 1
+    gpu: bool = False
+    gpus: list[str] = field(default_factory=list)
+    bisect: bool = True
+
+
+class Engine:
+    def __init__(self, sub: Submission, session: Session, settings: RunSettings, opts: Options,
+                 on_save=None, on_event=None, stop: threading.Event | None = None, on_run_done=None):
+        self.sub, self.session, self.settings, self.opts = sub, session, settings, opts
+        self.on_save, self.on_event = on_save or (lambda s: None), on_event
+        self.stop = stop or threading.Event()
+        self.on_run_done = on_run_done or (lambda r: None)
+        self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
+        self.lock = threading.Lock()
+        self._ids = itertools.count()
+        self._by_key: dict[str, Run] = {}
+        self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-cache-"))
+        self._gpu_cycle = itertools.cycle(opts.gpus or [None])
+
+    def save(self) -> None:
+        with self.lock:
+            self.on_save(self.session)
+
+    # -- one run -------------------------------------------------------------------------------------
+    def _settings_for(self) -> RunSettings:
+        gpu = next(self._gpu_cycle)
+        if gpu is None:
+            return self.settings
+        s = RunSettings(**{**self.settings.__dict__})
+        s.cuda_visible = gpu
+        s.timing_lock = str(self._tmp / f"timing-gpu{gpu}.lock")
+        return s
+
+    def run_variant(self, probe: str | None, label: str | None, source: str, switches: tuple = (),
+                    rep: int = 0) -> Run:
+        """Run one variant, or return the earlier run of an identical one (same source, switches, rep)."""
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        key = f"{sha}|{','.join(sorted(switches))}|{rep}"
+        with self.lock:
+            prior = self._by_key.get(key)
+            run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, source_sha=sha[:12],
+                      variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
+                      switches={s: True for s in switches} | ({"repeat": rep} if rep else {}))
+            self.session.runs.append(run)
+        if prior is not None:
+            prior_done = prior.stages
+            run.stages, run.outcome = prior_done, prior.outcome
+            run.note = f"identical variant: measured once, as {prior.id}"
+            self.sources[run.id] = source
+            self.save()
+            return run
+        with self.lock:
+            self._by_key[key] = run
+        cache = self._tmp / "baseline-cache" if WARM in switches or (probe is None and rep == 0) else None
+        if self.stop.is_set():
+            run.outcome, run.note = "skipped", "not run: the diagnosis was interrupted"
+            return run
+        self.sources[run.id] = source
+        execute(run, source, self._settings_for(), cache_dir=cache, on_event=self.on_event,
+                on_stage=lambda r: self.save(), stop=self.stop)
+        self.on_run_done(run)
+        self.save()
+        return run
+
+    # -- the diagnosis ---------------------------------------------------------------------------------
+    def plan(self, baseline: Run | None):
+        ctx = PlanContext(self.sub.source, scan_source(self.sub.source, self.sub.tree), self.opts.gpu, baseline)
+        chosen = self.opts.probes or [m.INFO.name for m in REGISTRY]
+        plans = {}
+        for mod in REGISTRY:
+            if mod.INFO.name not in chosen:
+                continue
+            p = mod.plan(ctx)
+            plans[mod.INFO.name] = p
+        return plans
+
+    def diagnose(self) -> Session:
+        s = self.session
+        try:
+            with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
+                base = [pool.submit(self.run_variant, None, None, self.sub.source, (), rep)
+                        for rep in range(self.opts.repeat)]
+                baseline = base[0].result()
+                plans = self.plan(baseline)
+                s.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
+                             "toggles": [t.label for t in p.toggles]} for n, p in plans.items()]
+                self.save()
+                jobs = [pool.submit(self.run_toggle, t, rep) for p in plans.values() if p.state == RUN
+                        for t in p.toggles for rep in range(self.opts.repeat if t.apply else 1)]
+                for j in jobs:
+                    j.result()
+                for b in base[1:]:
+                    b.result()
+            if self.opts.bisect and not self.stop.is_set():
+                removers = {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
+                            if p.state == RUN and any(t.removes for t in p.toggles) and n != "cache"}
+                bisector.analyze(s, removers=list(removers), fails=lambda keep: self.fails_with(keep, removers))
+            else:
+                bisector.analyze(s, removers=[], fails=None)
+            s.complete = not self.stop.is_set()
+        finally:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+            self.save()
+        return s
+
+    def run_toggle(self, t: Toggle, rep: int = 0) -> Run:
+        source = t.apply(self.sub.source) if t.apply else self.sub.source
+        return self.run_variant(t.probe, t.label, source, t.switches, rep)
+
+    def fails_with(self, keep: list[str], removers: dict[str, Toggle]) -> bool:
+        """The bisector's test: with only the suspects in `keep` left in, does the failure come back?"""
+        source = self.sub.source
+        removed = [n for n in removers if n not in keep]
+        for n in removed:
+            source = removers[n].apply(source)
+        label = "keep " + " + ".join(keep) if keep else "all suspects removed"
+        run = self.run_variant("+".join(sorted(removed)) or None, label, source)
+        if run.probe and "+" in run.probe:
+            run.switches["combination"] = True
+        base = self.session.baseline
+        return run.outcome == base.outcome and run.outcome in FAILURES
+
+
+def probe_table() -> list[dict]:
+    return [{"name": m.INFO.name, "suspect": m.INFO.suspect, "finds": m.INFO.finds, "toggles": m.INFO.toggles}
+            for m in REGISTRY]
+
+
+__all__ = ["Engine", "Options", "probe_table", "BY_NAME"]

@@ -1,0 +1,81 @@
+"""The GPU MODE harness as a model: stages, budgets and the benchmark stopping rule.
+
+Pure Python, imported by both sides: the worker applies the stopping rule for real (`--full`), the parent
+uses it to predict how long a stage would take from a short timing sample (the default depth).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass
+
+STAGES = ("compile", "test", "benchmark", "leaderboard")
+COMPILE_STEP_LIMIT_S = 120.0      # `python3 submission.py` step
+DEFAULT_BUDGET_S = 180.0          # test, benchmark, leaderboard
+
+INPUTS_PER_CASE = 50              # inputs generated per benchmark case (seed + 42 * i)
+CALLS_PER_REPEAT = 50             # CUDA events around 50 back-to-back calls
+REL_ERROR_TARGET = 0.001          # stop when std / sqrt(n) / mean < this
+REPEAT_CAP = 1000
+CASE_WALL_CAP_S = 120.0
+MIN_REPEATS = 2                   # the rule is first checked after the 2nd repeat ...
+MIN_WALL_S = 0.1                  # ... once 100 ms of wall time have passed
+L2_FLUSH_BYTES = 16000 * 1024 * 1024 * 4   # the harness's fp32 flush tensor: about 64 GiB
+
+
+def stage_budgets(budget: float | None, task_timeouts: dict) -> dict[str, float]:
+    """Per-stage deadlines. An explicit --budget wins; then task.yml; then the harness default.
+
+    The compile step keeps its own 120 s limit, but never more than an explicit --budget.
+    """
+    out = {}
+    for stage in STAGES:
+        if stage == "compile":
+            out[stage] = min(COMPILE_STEP_LIMIT_S, budget) if budget else COMPILE_STEP_LIMIT_S
+        else:
+            out[stage] = budget or task_timeouts.get(stage, DEFAULT_BUDGET_S)
+    return out
+
+
+def should_stop(per_call_s: list[float], case_wall_s: float) -> str | None:
+    """The harness's stopping rule after a repeat; returns why it stops, or None to go on."""
+    n = len(per_call_s)
+    if n >= REPEAT_CAP:
+        return "repeat cap"
+    if case_wall_s > CASE_WALL_CAP_S:
+        return "case wall cap"
+    if n >= MIN_REPEATS and case_wall_s > MIN_WALL_S:
+        mean = statistics.fmean(per_call_s)
+        if mean > 0 and statistics.stdev(per_call_s) / math.sqrt(n) / mean < REL_ERROR_TARGET:
+            return "relative error"
+    return None
+
+
+@dataclass(frozen=True)
+class Prediction:
+    repeats: int
+    seconds: float        # predicted wall time of the timing loop for one case
+    reason: str           # which stopping condition ends it
+    cv: float             # coefficient of variation of the sample
+
+
+def predict_case(per_call_s: list[float], repeat_wall_s: list[float]) -> Prediction:
+    """How many repeats, and how many seconds, the full stopping rule would take for one case.
+
+    The rule stops at the first n with cv / sqrt(n) < 0.001, i.e. n = (cv / 0.001)^2: a kernel whose
+    time varies by more than about 3 % never gets there and runs to the repeat cap.
+    """
+    n0 = len(per_call_s)
+    if n0 < 2:
+        raise ValueError("a prediction needs at least two timed repeats")
+    mean = statistics.fmean(per_call_s)
+    cv = statistics.stdev(per_call_s) / mean if mean > 0 else 0.0
+    wall = statistics.fmean(repeat_wall_s)
+    need = max(MIN_REPEATS, math.ceil((cv / REL_ERROR_TARGET) ** 2), math.ceil(MIN_WALL_S / wall) if wall else 0)
+    reason = "relative error"
+    if need >= REPEAT_CAP:
+        need, reason = REPEAT_CAP, "repeat cap"
+    seconds = need * wall
+    if seconds > CASE_WALL_CAP_S:
+        need, seconds, reason = max(1, int(CASE_WALL_CAP_S / wall)), CASE_WALL_CAP_S, "case wall cap"
+    return Prediction(repeats=need, seconds=seconds, reason=reason, cv=cv)

@@ -1,0 +1,28 @@
+"""trace.json: every run's stages and phases as a Chrome / Perfetto trace (open in ui.perfetto.dev).
+
+One process per run, one thread per stage; times are each stage's own clock, in microseconds.
+"""
+import json
+
+from diagnose.session import Session
+
+
+def render(session: Session) -> str:
+    events = []
+    for pid, run in enumerate(session.runs, 1):
+        name = "baseline" if run.probe is None else f"{run.probe}: {run.toggle}"
+        events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{run.id} {name}"}})
+        for tid, st in enumerate(run.stages, 1):
+            events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": st.name}})
+            if st.status == "skipped":
+                continue
+            events.append({"ph": "X", "name": f"{st.name} ({st.status})", "pid": pid, "tid": tid, "ts": 0,
+                           "dur": st.wall_s * 1e6, "args": {"status": st.status, "message": st.message}})
+            for p in st.phases:
+                events.append({"ph": "X", "name": p.name, "pid": pid, "tid": tid, "ts": p.start_s * 1e6,
+                               "dur": max(0.0, p.end_s - p.start_s) * 1e6, "args": {"open": p.open}})
+            for c in st.captures:
+                end = c["end_s"] if c["end_s"] is not None else st.wall_s
+                events.append({"ph": "X", "name": f"capture ({c['origin']})", "pid": pid, "tid": tid,
+                               "ts": c["start_s"] * 1e6, "dur": (end - c["start_s"]) * 1e6})
+    return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}) + "\n"

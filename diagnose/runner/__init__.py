@@ -1,0 +1,1 @@
+"""Isolated runs: the only package that spawns processes. Parent side; never imports torch."""

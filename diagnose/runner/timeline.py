@@ -1,0 +1,149 @@
+"""Rebuild a stage's record from what the child sent, even when it was killed halfway.
+
+Phases come from begin/end events (a begin with no end is the phase the child was in when it died);
+the status follows from the events, the exit code and why we stopped it.
+"""
+from __future__ import annotations
+
+import os
+import re
+
+from diagnose import harness
+from diagnose.runner.isolate import ChildResult
+from diagnose.session import Phase, StageResult
+
+_STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
+
+
+def _phases(events: list[dict], t0: float, t_last: float) -> list[Phase]:
+    out, stack = [], []
+    for ev in events:
+        if ev["k"] == "begin":
+            stack.append((ev["name"], ev["t"]))
+        elif ev["k"] == "end" and stack:
+            # pop up to the matching begin: anything above it was left open by an exception
+            while stack:
+                name, start = stack.pop()
+                closed = name == ev["name"]
+                out.append(Phase(name, round(start - t0, 4), round(ev["t"] - t0, 4),
+                                 ok=closed and ev.get("ok", True)))
+                if closed:
+                    break
+    for name, start in reversed(stack):
+        out.append(Phase(name, round(start - t0, 4), round(t_last - t0, 4), open=True, ok=False))
+    return sorted(out, key=lambda p: (p.start_s, -p.end_s))
+
+
+def _captures(events: list[dict], t0: float) -> list[dict]:
+    out, open_ = [], []
+    for ev in events:
+        if ev["k"] == "capture_begin":
+            open_.append(ev)
+        elif ev["k"] == "capture_end" and open_:
+            b = open_.pop()
+            out.append({"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0,
+                        "end_s": ev["t"] - t0})
+    out += [{"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0, "end_s": None}
+            for b in open_]
+    return out
+
+
+def stack_site(stacks: str, submission_file: str) -> dict | None:
+    """Innermost frame of the submission in the faulthandler dump (most recent call first)."""
+    base = os.path.basename(submission_file)
+    for line in stacks.splitlines():
+        m = _STACK_FRAME.match(line)
+        if m and os.path.basename(m["file"]) == base and os.path.dirname(m["file"]) == os.path.dirname(
+                submission_file):
+            return {"file": m["file"], "line": int(m["line"]), "func": m["func"]}
+    return None
+
+
+def frames_site(frames: list[dict], submission_file: str) -> dict | None:
+    """Innermost traceback frame in the submission (frames are outermost first)."""
+    for f in reversed(frames or []):
+        if os.path.realpath(f["file"]) == os.path.realpath(submission_file):
+            return {"file": f["file"], "line": f["line"], "func": f["func"], "code": f.get("code", "")}
+    return None
+
+
+def _timing(events: list[dict]) -> dict:
+    out = {}
+    for ev in events:
+        if ev["k"] == "timing":
+            entry = {k: ev[k] for k in ("per_call_s", "repeat_wall_s", "depth", "stop_reason")}
+            if len(ev["per_call_s"]) >= 2:
+                p = harness.predict_case(ev["per_call_s"], ev["repeat_wall_s"])
+                entry["predicted"] = {"repeats": p.repeats, "seconds": round(p.seconds, 3), "reason": p.reason,
+                                      "cv": round(p.cv, 5)}
+            out[ev["case"]] = entry
+    return out
+
+
+def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str) -> StageResult:
+    ev = child.events
+    t0 = child.start_t
+    t_last = child.kill_t or (t0 + child.wall_s)
+    st = StageResult(name=name, status="ok", wall_s=round(child.wall_s, 4), budget_s=budget_s,
+                     phases=_phases(ev, t0, t_last), exit_code=child.exit_code, signal=child.signal,
+                     killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
+                     peak_rss_mb=round(child.peak_rss_mb, 1), processes=child.max_procs,
+                     survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=child.stderr_tail,
+                     stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=child.stacks,
+                     events=ev)
+    st.compile = [e for e in ev if e["k"] == "compile"]
+    st.captures = _captures(ev, t0)
+    st.timing = _timing(ev)
+    st.lock_wait_s = round(sum(e["seconds"] for e in ev if e["k"] == "lock_wait"), 4)
+    gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and "gpu_peak_mb" in e]
+    st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
+    open_phases = [p for p in st.phases if p.open]
+    innermost_open = open_phases[-1].name if open_phases else None
+    exc = next((e for e in ev if e["k"] == "exception"), None)
+    wrong = next((e for e in ev if e["k"] == "check" and not e["ok"]), None)
+    done = next((e for e in ev if e["k"] == "stage_done"), None)
+    werr = next((e for e in ev if e["k"] == "worker_error"), None)
+
+    if child.killed == "deadline":
+        st.status, st.phase = "timeout", innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        st.message = f"exceeded the {budget_s:g} s budget in {innermost_open or 'start-up'}"
+    elif child.killed:
+        st.status, st.phase = "crash", innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        st.message = {"max_rss": f"killed: the process tree passed the --max-rss limit "
+                                 f"({child.peak_rss_mb:.0f} MB)",
+                      "interrupted": "interrupted by the user",
+                      "cutoff": "stopped early"}.get(child.killed, child.killed)
+    elif exc:
+        st.status, st.phase = "crash", exc.get("phase")
+        st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
+        st.site = frames_site(exc.get("frames"), submission_file)
+        msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
+        st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
+    elif werr:
+        st.status, st.phase = "crash", innermost_open
+        st.message = f"the worker failed before the stage: {werr['type']}: {werr['message']}"
+    elif done and done["status"] == "wrong":
+        st.status, st.phase = "wrong", f"check:{wrong['case']}" if wrong else None
+        st.message = (f"check failed on {wrong['case']} (output {wrong['index']}): {wrong['message']}"
+                      if wrong else "check failed")
+    elif done:
+        st.status = "ok"
+    else:
+        st.status, st.phase = "crash", innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
+        st.message = f"the process ended ({how}) during {innermost_open or 'start-up'} without finishing the stage"
+    return st
+
+
+def predict_stage(st: StageResult) -> None:
+    """Predicted seconds for the whole stage: measured time outside the timing loops, plus each case's
+    predicted timing loop from its sample."""
+    if not st.timing:
+        st.predicted_s = st.wall_s if st.status in ("ok", "at_risk") else None
+        return
+    measured_loops = sum(p.end_s - p.start_s for p in st.phases if p.name.startswith("timing:"))
+    predicted_loops = sum(t.get("predicted", {}).get("seconds", 0.0) for t in st.timing.values())
+    st.predicted_s = round(st.wall_s - measured_loops - st.lock_wait_s + predicted_loops, 3)

@@ -1,0 +1,105 @@
+"""Pure functions that derive the numbers a report shows from a run's raw record.
+
+Nothing here measures; everything is computed from phases, compile records and timing samples.
+"""
+from __future__ import annotations
+
+from diagnose.session import Run, StageResult
+
+
+def compile_split(records: list[dict]) -> dict[str, float]:
+    """Seconds by compiler layer. torch reports nested cumulative times (dynamo contains aot_autograd
+    contains inductor), so each layer is its total minus the one inside it."""
+    tot = {"dynamo": 0.0, "aot_autograd": 0.0, "inductor": 0.0, "triton": 0.0, "autotune": 0.0,
+           "cudagraphs": 0.0, "total": 0.0}
+    for r in records:
+        g = lambda k: (r.get(k) or 0) / 1e6  # noqa: E731
+        dyn, aot, ind = g("dynamo_cum_us"), g("aot_cum_us"), g("inductor_cum_us")
+        tri, tune = g("triton_us"), g("autotune_us") + g("runtime_autotune_us")
+        tot["dynamo"] += max(0.0, dyn - aot) if aot else dyn
+        tot["aot_autograd"] += max(0.0, aot - ind)
+        tot["inductor"] += max(0.0, ind - tri - g("autotune_us"))
+        tot["triton"] += tri
+        tot["autotune"] += tune
+        tot["cudagraphs"] += g("cudagraphify_us")
+        tot["total"] += g("duration_us") or dyn
+    return {k: round(v, 3) for k, v in tot.items()}
+
+
+def recompiles(st: StageResult) -> list[dict]:
+    out = []
+    for r in st.compile:
+        cid = str(r.get("compile_id") or "")
+        tail = cid.split("/")[-1] if "/" in cid else "0"
+        if tail.isdigit() and int(tail) > 0:
+            out.append({"compile_id": cid, "phase": r.get("phase"), "reason": r.get("recompile_reason")})
+    return out
+
+
+def first_call(st: StageResult) -> dict | None:
+    """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup)."""
+    ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
+    if ph is None:
+        return None
+    total = ph.end_s - ph.start_s
+    comp = sum((r.get("duration_us") or 0) / 1e6 for r in st.compile if r.get("phase") == ph.name)
+    cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in st.captures
+              if c.get("phase") == ph.name and c["origin"] == "outer")
+    return {"phase": ph.name, "total_s": round(total, 3), "compile_s": round(comp, 3),
+            "capture_s": round(cap, 3), "rest_s": round(max(0.0, total - comp - cap), 3), "open": ph.open}
+
+
+def run_row(run: Run) -> dict:
+    """One row of the evidence table: where a run's seconds went, from its earliest stages."""
+    stages = [s for s in run.stages if s.status != "skipped"]
+    imp = next((s.phase_s("submission_import") for s in stages if s.name != "compile"
+                and any(p.name == "submission_import" for p in s.phases)), None)
+    if imp is None and stages:
+        imp = stages[0].phase_s("submission_import")
+    comp = [r for s in stages for r in s.compile]
+    fc = next((first_call(s) for s in stages if first_call(s)), None)
+    caps = [c for s in stages for c in s.captures if c["origin"] == "outer"]
+    cap_s = sum((c["end_s"] or c["start_s"]) - c["start_s"] for c in caps)
+    from diagnose.bisector import geomean, steady_us
+    steady = steady_us(run)
+    worst = None
+    for s in stages:
+        sec = s.predicted_s if s.predicted_s is not None else s.wall_s
+        if worst is None or sec / s.budget_s > worst[0] / worst[1]:
+            worst = (sec, s.budget_s, s.name)
+    return {"import_s": imp, "compile_s": compile_split(comp)["total"] if comp else 0.0,
+            "first_call": fc, "capture_s": round(cap_s, 3), "steady_us": geomean(steady.values()),
+            "per_case_us": steady, "worst_stage": worst, "recompiles": sum(len(recompiles(s)) for s in stages)}
+
+
+def margins(run: Run) -> list[dict]:
+    out = []
+    for s in run.stages:
+        if s.status == "skipped":
+            continue
+        sec = s.predicted_s if s.predicted_s is not None else s.wall_s
+        out.append({"stage": s.name, "seconds": round(sec, 2), "budget_s": s.budget_s,
+                    "margin_s": round(s.budget_s - sec, 2), "measured_s": s.wall_s,
+                    "predicted": s.predicted_s is not None and bool(s.timing)})
+    return out
+
+
+def verdict(session) -> dict:
+    """The session's verdict: the baseline run's outcome, where it happened, and the submission line."""
+    base = session.baseline
+    if base is None or not base.stages:
+        return {"status": "incomplete", "stage": None, "phase": None, "message": "no run finished", "site": None}
+    st = base.failed_stage or next((s for s in base.stages if s.status == "at_risk"), None)
+    if st is None:
+        return {"status": "ok", "stage": None, "phase": None, "site": None,
+                "message": "every stage passed within its budget"}
+    site = None
+    if st.site:
+        site = {"file": session.submission.get("path"), "line": st.site["line"],
+                "code": source_line(session, st.site["line"]), "func": st.site.get("func")}
+    return {"status": st.status, "stage": st.name, "phase": st.phase, "message": st.message, "site": site}
+
+
+def source_line(session, line: int) -> str:
+    lines = (session.submission.get("source") or "").splitlines()
+    return lines[line - 1].strip() if 0 < line <= len(lines) else ""

@@ -1,0 +1,122 @@
+"""Instruments inside the child: phases, torch's own compile metrics, and graph-capture spans.
+
+Compile metrics come from torch._dynamo.utils.get_compilation_metrics(), one record per frame compile;
+field names move between torch versions, so every field is read with a default. Each new record is
+emitted when the phase it happened in ends, tagged with that phase.
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+import sys
+import time
+
+from diagnose.worker.channel import Channel
+
+# Microsecond fields of a compile record, and the name we report each under.
+_US_FIELDS = {
+    "dynamo_cumulative_compile_time_us": "dynamo_cum_us",
+    "aot_autograd_cumulative_compile_time_us": "aot_cum_us",
+    "inductor_cumulative_compile_time_us": "inductor_cum_us",
+    "inductor_code_gen_cumulative_compile_time_us": "codegen_us",
+    "triton_compile_time_us": "triton_us",
+    "compile_time_autotune_time_us": "autotune_us",
+    "runtime_triton_autotune_time_us": "runtime_autotune_us",
+    "runtime_cudagraphify_time_us": "cudagraphify_us",
+    "duration_us": "duration_us",
+}
+_OTHER_FIELDS = ("compile_id", "co_name", "co_filename", "co_firstlineno", "recompile_reason",
+                 "num_graph_breaks", "cudagraph_skip_reason", "fail_type", "fail_reason",
+                 "start_time_us", "entire_frame_compile_time_s", "inductor_fx_local_cache_hit_count",
+                 "inductor_fx_local_cache_miss_count")
+
+
+def _record_dict(rec) -> dict:
+    raw = dataclasses.asdict(rec) if dataclasses.is_dataclass(rec) else dict(getattr(rec, "__dict__", {}))
+    out = {short: raw.get(long) for long, short in _US_FIELDS.items()}
+    out.update({f: raw.get(f) for f in _OTHER_FIELDS})
+    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
+
+
+class Instruments:
+    def __init__(self, ch: Channel, torch_mod, submission_path: str):
+        self.ch = ch
+        self.torch = torch_mod
+        self.submission_path = os.path.realpath(submission_path)
+        self._seen_metrics = 0
+        self.cuda = torch_mod.cuda.is_available()
+        self._capture_depth = 0
+
+    # -- phases --------------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def phase(self, name: str, sync: bool = True, **fields):
+        self.ch.begin(name, **fields)
+        ok = False
+        try:
+            yield
+            if sync and self.cuda:
+                self.torch.cuda.synchronize()
+            ok = True
+        finally:
+            extra = {}
+            if self.cuda:
+                with contextlib.suppress(Exception):
+                    extra["gpu_peak_mb"] = self.torch.cuda.max_memory_allocated() / 2**20
+            self.flush_metrics(name)
+            self.ch.end(name, ok=ok, **extra)
+
+    def flush_metrics(self, phase: str) -> None:
+        # Importing dynamo costs about a second: if nothing has imported it, nothing has compiled.
+        if "torch._dynamo.utils" not in sys.modules:
+            return
+        try:
+            from torch._dynamo.utils import counters, get_compilation_metrics
+            recs = list(get_compilation_metrics())
+        except Exception:  # noqa: BLE001 - no dynamo in this torch: nothing to report
+            return
+        for rec in recs[self._seen_metrics:]:
+            self.ch.emit("compile", phase=phase, **_record_dict(rec))
+        if len(recs) > self._seen_metrics:
+            breaks = {str(k): v for k, v in counters.get("graph_break", {}).items()}
+            self.ch.emit("compile_counters", phase=phase, graph_breaks=breaks,
+                         unique_graphs=counters.get("stats", {}).get("unique_graphs", 0))
+        self._seen_metrics = len(recs)
+
+    # -- CUDA graph capture spans ----------------------------------------------------------------
+    def _capture_origin(self) -> str:
+        """'outer' when the submission started this capture, 'inductor' when cudagraph trees did."""
+        f = sys._getframe(2)
+        while f is not None and f.f_code.co_filename.endswith(os.path.join("torch", "cuda", "graphs.py")):
+            f = f.f_back
+        if f is None:
+            return "outer"
+        fn = f.f_code.co_filename
+        return "inductor" if (os.sep + "torch" + os.sep) in fn else "outer"
+
+    def hook_captures(self) -> None:
+        """Wrap CUDAGraph.capture_begin/capture_end: torch.cuda.graph and manual captures both pass here."""
+        if not self.cuda:
+            return
+        cls = self.torch.cuda.CUDAGraph
+        orig_begin, orig_end = cls.capture_begin, cls.capture_end
+        inst = self
+
+        def capture_begin(graph, *a, **kw):
+            origin = inst._capture_origin()
+            inst._capture_depth += 1
+            inst.ch.emit("capture_begin", origin=origin, phase=inst.ch.phase, depth=inst._capture_depth)
+            return orig_begin(graph, *a, **kw)
+
+        def capture_end(graph, *a, **kw):
+            try:
+                return orig_end(graph, *a, **kw)
+            finally:
+                inst.ch.emit("capture_end", phase=inst.ch.phase, depth=inst._capture_depth)
+                inst._capture_depth -= 1
+
+        cls.capture_begin, cls.capture_end = capture_begin, capture_end
+
+
+def now() -> float:
+    return time.time()

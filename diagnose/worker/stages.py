@@ -1,0 +1,234 @@
+"""The harness stages as the child runs them: compile step, test, benchmark, leaderboard.
+
+Each function gets a Ctx and returns the stage's status word: 'ok' or 'wrong'. Exceptions propagate to
+main.py, which records them. Timing follows the GPU MODE method (harness.py has the rule itself).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import importlib.util
+import runpy
+import sys
+import time
+from dataclasses import dataclass
+
+from diagnose import harness
+from diagnose.tasks.loader import labels
+from diagnose.worker.instrument import Instruments
+
+
+@dataclass
+class Ctx:
+    spec: dict
+    torch: object
+    ins: Instruments
+    reference: object = None
+    kernel: object = None
+
+    @property
+    def ch(self):
+        return self.ins.ch
+
+
+def import_module_from(path: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def import_submission(ctx: Ctx) -> None:
+    with ctx.ins.phase("submission_import"):
+        mod = import_module_from(ctx.spec["submission"], "submission")
+    ctx.kernel = mod.custom_kernel
+
+
+def clone(data):
+    t = type(data)
+    if isinstance(data, (tuple, list)):
+        return t(clone(x) for x in data)
+    if isinstance(data, dict):
+        return {k: clone(v) for k, v in data.items()}
+    return data.clone() if hasattr(data, "clone") else data
+
+
+def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
+    try:
+        ok, msg = ctx.reference.check_implementation(data, out)
+    except Exception as e:  # noqa: BLE001 - the check choking on the output means the output is wrong
+        ok, msg = False, f"check raised {type(e).__name__}: {e}"
+    if not ok:
+        ctx.ch.emit("check", case=label, ok=False, index=index, message=str(msg)[:2000])
+    return bool(ok)
+
+
+# -- stages ------------------------------------------------------------------------------------------
+
+def stage_compile(ctx: Ctx) -> str:
+    """`python3 submission.py`: the module runs as __main__, as the harness's compile step does."""
+    with ctx.ins.phase("submission_import"):
+        runpy.run_path(ctx.spec["submission"], run_name="__main__")
+    return "ok"
+
+
+def stage_test(ctx: Ctx) -> str:
+    import_submission(ctx)
+    cases = ctx.spec["task"]["tests"]
+    for label, case in zip(labels(cases), cases):
+        with ctx.ins.phase(f"generate:{label}"):
+            data = ctx.reference.generate_input(**case)
+        with ctx.ins.phase(f"first_call:{label}", case=label):
+            out = ctx.kernel(clone(data))
+        with ctx.ins.phase(f"check:{label}"):
+            if not _check(ctx, label, data, out):
+                return "wrong"
+    return "ok"
+
+
+def _inputs(ctx: Ctx, case: dict) -> list:
+    return [ctx.reference.generate_input(**{**case, "seed": case.get("seed", 0) + 42 * i})
+            for i in range(harness.INPUTS_PER_CASE)] if "seed" in case else \
+        [ctx.reference.generate_input(**case) for _ in range(harness.INPUTS_PER_CASE)]
+
+
+def _run_and_check_all(ctx: Ctx, label: str, inputs: list, first_phase: str | None) -> bool:
+    """Run every input once and keep all outputs before checking any, as the harness does: a kernel
+    that returns one static buffer returns aliases of it, and the check sees that."""
+    outs = []
+    if first_phase:
+        with ctx.ins.phase(first_phase, case=label):
+            outs.append(ctx.kernel(clone(inputs[0])))
+    with ctx.ins.phase(f"check:{label}"):
+        for data in inputs[len(outs):]:
+            outs.append(ctx.kernel(clone(data)))
+        if ctx.ins.cuda:
+            ctx.torch.cuda.synchronize()
+        for i, (data, out) in enumerate(zip(inputs, outs)):
+            if not _check(ctx, label, data, out, i):
+                return False
+    return True
+
+
+class _Flush:
+    """The L2 flush: the harness writes a ~64 GiB fp32 tensor before every repeat. We size it from the
+    device's free memory and say so when it had to be smaller. No flush on a CPU."""
+
+    def __init__(self, ctx: Ctx):
+        self.ctx, self.nbytes, self.scaled = ctx, 0, False
+        if ctx.ins.cuda:
+            free, _total = ctx.torch.cuda.mem_get_info()
+            want = int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES)
+            room = int(free * 0.8) - (2 << 30)
+            self.nbytes = max(0, min(want, room)) // 4 * 4
+            self.scaled = self.nbytes < want
+        ctx.ch.emit("flush", bytes=self.nbytes, wanted=int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES),
+                    scaled=self.scaled, device="cuda" if ctx.ins.cuda else "cpu")
+
+    def __call__(self):
+        if self.nbytes:
+            t = self.ctx.torch.empty(self.nbytes // 4, dtype=self.ctx.torch.float32, device="cuda")
+            t.uniform_()
+            del t
+
+
+@contextlib.contextmanager
+def _timing_lock(ctx: Ctx):
+    """Only one run times on a GPU at once (the scheduler hands every child the same lock file)."""
+    path = ctx.spec.get("timing_lock")
+    if not path:
+        yield
+        return
+    t0 = time.time()
+    with open(path, "a+") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        ctx.ch.emit("lock_wait", seconds=time.time() - t0, phase=ctx.ch.phase)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def _time_case(ctx: Ctx, label: str, inputs: list, flush: _Flush) -> None:
+    """Repeats of 50 back-to-back calls, each preceded by a sync and an L2 flush.
+
+    --full applies the stopping rule for real; the default takes a short sample and lets the parent
+    predict the rest from its mean and spread.
+    """
+    torch, cuda = ctx.torch, ctx.ins.cuda
+    full = ctx.spec.get("depth") == "full"
+    max_n = harness.REPEAT_CAP if full else int(ctx.spec.get("sample_repeats", 10))
+    max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.get("sample_seconds", 3.0))
+    per_call, walls = [], []
+    case_t0 = time.perf_counter()
+    with _timing_lock(ctx), ctx.ins.phase(f"timing:{label}", case=label):
+        while True:
+            r0 = time.perf_counter()
+            if cuda:
+                torch.cuda.synchronize()
+            flush()
+            if cuda:
+                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start.record()
+                for i in range(harness.CALLS_PER_REPEAT):
+                    ctx.kernel(inputs[i % len(inputs)])
+                end.record()
+                torch.cuda.synchronize()
+                dur = start.elapsed_time(end) / 1e3 / harness.CALLS_PER_REPEAT
+            else:
+                c0 = time.perf_counter()
+                for i in range(harness.CALLS_PER_REPEAT):
+                    ctx.kernel(inputs[i % len(inputs)])
+                dur = (time.perf_counter() - c0) / harness.CALLS_PER_REPEAT
+            per_call.append(dur)
+            walls.append(time.perf_counter() - r0)
+            ctx.ch.emit("repeat", case=label, n=len(per_call), per_call_s=dur, wall_s=walls[-1])
+            stop = harness.should_stop(per_call, time.perf_counter() - case_t0) if full else None
+            if stop or len(per_call) >= max_n or (not full and time.perf_counter() - case_t0 > max_s
+                                                  and len(per_call) >= 2):
+                break
+    ctx.ch.emit("timing", case=label, depth="full" if full else "sample", per_call_s=per_call,
+                repeat_wall_s=walls, stop_reason=stop or ("sample" if not full else "cap"))
+
+
+def _bench_cases(ctx: Ctx):
+    cases = ctx.spec["task"]["benchmarks"]
+    return list(zip(labels(cases), cases))
+
+
+def stage_benchmark(ctx: Ctx) -> str:
+    import_submission(ctx)
+    flush = _Flush(ctx)
+    cases = _bench_cases(ctx)
+    first_label, first_case = cases[0]
+    with ctx.ins.phase("warmup_benchmark"):
+        ctx.kernel(ctx.reference.generate_input(**first_case))
+    for label, case in cases:
+        with ctx.ins.phase(f"inputs:{label}"):
+            inputs = _inputs(ctx, case)
+        if not _run_and_check_all(ctx, label, inputs, first_phase=f"first_call:{label}"):
+            return "wrong"
+        _time_case(ctx, label, inputs, flush)
+    return "ok"
+
+
+def stage_leaderboard(ctx: Ctx) -> str:
+    import_submission(ctx)
+    flush = _Flush(ctx)
+    cases = _bench_cases(ctx)
+    for label, case in cases:
+        with ctx.ins.phase(f"first_call:{label}", case=label):
+            ctx.kernel(ctx.reference.generate_input(**case))
+    for label, case in cases:
+        with ctx.ins.phase(f"inputs:{label}"):
+            inputs = _inputs(ctx, case)
+        _time_case(ctx, label, inputs, flush)
+        # The leaderboard re-checks after timing and stops at the first failure.
+        if not _run_and_check_all(ctx, label, inputs, first_phase=None):
+            return "wrong"
+    return "ok"
+
+
+STAGE_FUNCS = {"compile": stage_compile, "test": stage_test, "benchmark": stage_benchmark,
+               "leaderboard": stage_leaderboard}

@@ -1,0 +1,17 @@
+"""The probe registry: one module per suspect, in the order they run.
+
+Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
+the most useful evidence. Adding a suspect means adding a module and an entry here.
+"""
+from probes import cache, compile_mode, fullgraph, graph_capture, import_init, recompile, warmup
+
+REGISTRY = [
+    graph_capture,   # outer capture around compiled functions: crashes and hangs
+    compile_mode,    # compile mode / compile at all: crashes, hangs, compile time
+    recompile,       # recompiles per shape: compile time, recompile-limit failures (needs the baseline)
+    fullgraph,       # fullgraph=True: graph breaks raise
+    warmup,          # warmup iteration count: time
+    import_init,     # work at import: time, paid again by every stage's process
+    cache,           # cold versus warm compile cache: evidence of compile cost, never a fix
+]
+BY_NAME = {m.INFO.name: m for m in REGISTRY}

@@ -1,0 +1,115 @@
+"""graph_capture: does an outer CUDA graph capture around compiled functions decide the outcome?
+
+Toggles: remove the capture (the body runs eagerly, and replay() runs it again, writing its results into
+the tensors the capture produced, as a replayed graph would); or keep the capture and call the compiled
+functions' original Python code inside it. CUDA graphs need a GPU: on a CPU this probe does not run.
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+from diagnose.edits import apply_edits
+from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+
+INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",
+                 "`with torch.cuda.graph(...)` blocks, capture_begin, make_graphed_callables, and the compiled "
+                 "functions they reach (static scan)",
+                 "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside")
+
+HELPER = '''
+
+class _diagnose_eager_graph:
+    """diagnose: the capture is removed. The body runs eagerly once; graph.replay() runs it again and
+    copies its results into the tensors the first pass produced, as a replayed graph would. Those tensors
+    are cloned first: a compiled function's CUDA-graph outputs are overwritten by its next run."""
+
+    def __init__(self, graph, body, names, *args, **kwargs):
+        self.graph, self.names = graph, names
+        self.body = compile(body, "<captured body>", "exec")
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        import ctypes
+        import sys
+        if exc[0] is not None:
+            return False
+        frame = sys._getframe(1)
+        outs = {n: frame.f_locals[n].clone() for n in self.names
+                if hasattr(frame.f_locals.get(n), "clone")}
+        for n, t in outs.items():
+            frame.f_locals[n] = t
+        if sys.version_info < (3, 13):  # before PEP 667, f_locals writes need pushing back
+            ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
+        scope = {**frame.f_globals, **frame.f_locals}
+        body = self.body
+
+        def replay():
+            ns = dict(scope)
+            exec(body, ns)
+            for n, t in outs.items():
+                t.copy_(ns[n])
+        self.graph.replay = replay
+        return False
+'''
+
+
+def _targets(source: str):
+    return [s for s in sites(source, "capture") if s.details["kind"] == "graph_context"
+            and s.details["calls_compiled"] and s.details["graph_arg"]]
+
+
+def _after_imports(tree: ast.Module) -> int:
+    last = 0
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            last = node.end_lineno
+        elif last:
+            break
+    return last
+
+
+def capture_off(source: str) -> str:
+    lines = source.splitlines()
+    edits = []
+    for s in _targets(source):
+        d = s.details
+        b0, b1 = d["body_lines"]
+        body = textwrap.dedent("\n".join(lines[b0 - 1: b1]))
+        edits.append((d["item_span"], f"_diagnose_eager_graph({d['graph_arg']}, {body!r}, {d['assigned']!r})"))
+    at = _after_imports(ast.parse(source))
+    edits.append(([at + 1, 0, at + 1, 0], HELPER + "\n\n"))
+    return apply_edits(source, edits)
+
+
+def uncompiled_inside(source: str) -> str:
+    edits = []
+    for s in _targets(source):
+        for call in s.details["direct_compiled"]:
+            sp = call["span"]
+            text = source.splitlines()[sp[0] - 1].encode()[sp[1]:sp[3]].decode()
+            edits.append((sp, f"getattr({text}, '__wrapped__', {text})"))
+    return apply_edits(source, edits)
+
+
+def plan(ctx: PlanContext) -> Plan:
+    caps = ctx.scan.of("capture")
+    if not caps:
+        return Plan(ABSENT, "no CUDA graph capture in the submission")
+    around = [s for s in caps if s.details["calls_compiled"]]
+    if not around:
+        return Plan(ABSENT, "CUDA graph captures found, but none reaches a compiled function")
+    if not ctx.gpu:
+        return Plan(NOT_APPLICABLE, "CUDA graph capture needs a CUDA GPU, and this machine has none")
+    where = ", ".join(f"L{s.line} -> {', '.join(s.details['calls_compiled'])}" for s in around)
+    toggles = []
+    if _targets(ctx.source):
+        toggles.append(Toggle(INFO.name, "capture off", capture_off, removes=True))
+    if any(s.details.get("direct_compiled") for s in _targets(ctx.source)):
+        toggles.append(Toggle(INFO.name, "capture kept, compiled fn uncompiled inside", uncompiled_inside))
+    if not toggles:
+        return Plan(NOT_APPLICABLE, f"capture at {where} is not a `with torch.cuda.graph(g)` block this probe "
+                                    "can rewrite")
+    return Plan(RUN, f"capture around compiled functions at {where}", toggles)

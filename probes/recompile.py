@@ -1,0 +1,48 @@
+"""recompile: do recompiles (new shapes, specialised values) cost time or break the run?
+
+Evidence comes from the baseline run's compile metrics: a compile id "F/R" with R > 0 is a recompile of
+frame F, with torch's stated reason. Toggle: dynamic=True on the compile sites, so one compile serves
+every shape.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.compile_mode import set_kw
+
+INFO = ProbeInfo("recompile", "recompiles per new shape or value",
+                 "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True")
+
+
+def recompiles(run) -> list[dict]:
+    out = []
+    for st in (run.stages if run else []):
+        for rec in st.compile:
+            cid = str(rec.get("compile_id") or "")
+            if "/" in cid and cid.split("/")[-1].isdigit() and int(cid.split("/")[-1]) > 0:
+                out.append({"stage": st.name, "phase": rec.get("phase"), "compile_id": cid,
+                            "reason": rec.get("recompile_reason")})
+    return out
+
+
+def failed_on_limit(run) -> bool:
+    st = run.failed_stage if run else None
+    return bool(st and st.exception and "recompile" in (st.exception.get("type", "") + st.message).lower())
+
+
+def plan(ctx: PlanContext) -> Plan:
+    found = ctx.scan.of("compile")
+    if not found:
+        return Plan(ABSENT, "no torch.compile, so nothing recompiles")
+    recs = recompiles(ctx.baseline)
+    if not recs and not failed_on_limit(ctx.baseline):
+        return Plan(ABSENT, "the baseline run recompiled nothing", evidence={"recompiles": 0})
+    if all(s.details["kw"].get("dynamic") is True for s in found):
+        return Plan(ABSENT, "every compile site is already dynamic=True", evidence={"recompiles": recs})
+    reasons = sorted({str(r["reason"]).splitlines()[0][:120] for r in recs if r["reason"]})
+    why = f"{len(recs)} recompile(s) in the baseline" + (f"; reasons: {'; '.join(reasons[:3])}" if reasons else "")
+    if failed_on_limit(ctx.baseline):
+        why += "; the baseline hit the recompile limit"
+    return Plan(RUN, why, [Toggle(INFO.name, "dynamic=True", partial(set_kw, ordinal=None, kw="dynamic", value="True"),
+                                  removes=True)], evidence={"recompiles": recs})
