@@ -15,6 +15,7 @@ class Channel:
     def __init__(self, path: str):
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         self.phases: list[str] = []   # open phases, innermost last
+        self.failed: str | None = None  # innermost phase an exception left (phases close on the way out)
 
     def emit(self, kind: str, **fields) -> None:
         fields["k"] = kind
@@ -32,4 +33,6 @@ class Channel:
     def end(self, name: str, **fields) -> None:
         if self.phases and self.phases[-1] == name:
             self.phases.pop()
+        if fields.get("ok") is False and self.failed is None:
+            self.failed = name
         self.emit("end", name=name, **fields)

@@ -82,7 +82,7 @@ def main(spec_path: str) -> int:
     try:
         status = STAGE_FUNCS[spec["stage"]](ctx)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission too
-        open_phase = ch.phase
+        open_phase = ch.failed or ch.phase
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
                 traceback="".join(traceback.format_exception(e))[-20000:], frames=_frames(e.__traceback__))
         return 1

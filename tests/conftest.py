@@ -1,0 +1,43 @@
+"""Shared fixtures. The autouse fixture fails any test that leaves a process of ours alive."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def no_process_left():
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    yield
+    deadline = time.time() + 5
+    while True:
+        left = [p for p in psutil.Process().children(recursive=True)
+                if p.pid not in before and p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        if not left or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    for p in left:
+        p.kill()
+    assert not left, f"processes left alive: {[(p.pid, p.cmdline()[:4]) for p in left]}"
+
+
+def cli(*args, timeout=600, env=None, cwd=None) -> subprocess.CompletedProcess:
+    """Run `python -m diagnose ARGS` as a user would."""
+    e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}
+    return subprocess.run([sys.executable, "-m", "diagnose", *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout, env=e, cwd=cwd or ROOT)
+
+
+def has_cuda() -> bool:
+    from diagnose.device import has_gpu
+    return has_gpu()
