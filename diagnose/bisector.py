@@ -19,7 +19,7 @@ ORDER = ["graph_capture", "compile_mode", "recompile", "fullgraph", "warmup", "i
 WORDS = {"crash": "the crash", "timeout": "the timeout", "wrong": "the wrong result", "at_risk": "the budget risk"}
 DESCRIBE = {
     "graph_capture": "an outer CUDA graph capture around a compiled function",
-    "compile_mode": "a compile mode that records its own CUDA graphs",
+    "compile_mode": "torch.compile (its mode, or compiling at all)",
     "recompile": "recompiling for every new shape",
     "fullgraph": "fullgraph=True",
     "warmup": "the warmup iteration count",
@@ -140,7 +140,7 @@ def analyze(session: Session, removers: list[str], fails) -> None:
             minimal = fixing_probes
         if minimal:
             causes.append(_outcome_cause(session, base, minimal, fixers))
-        elif base.outcome in FAILURES:
+        elif base.outcome in FAILURES and singles:
             causes.append(_unfixed_cause(session, base))
     # Time savers: runs that kept or reached 'ok' and saved more than the noise somewhere.
     for r in singles:
@@ -162,15 +162,25 @@ def analyze(session: Session, removers: list[str], fails) -> None:
     session.fix = _fix(session, base)
 
 
+def _describe(probe: str, fixers: list[Run]) -> str:
+    """Name the suspect by what its fixing toggles show: dropping only the CUDA graphs of the mode fixed
+    it, so the mode's own CUDA graphs are the suspect, not compiling as such."""
+    labels = {r.toggle for r in fixers if r.probe == probe}
+    if probe == "compile_mode" and any("no CUDA graphs" in t or "no-cudagraphs" in t for t in labels):
+        return "a compile mode that records its own CUDA graphs (max-autotune, reduce-overhead)"
+    return DESCRIBE[probe]
+
+
 def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> dict:
     what = WORDS.get(base.outcome, base.outcome)
     by = {p: [r for r in fixers if r.probe == p] for p in minimal}
     fixed_by = [r.toggle for p in minimal for r in by[p]]
     if len(minimal) > 1:
-        narrative = (f"{what.capitalize()} needs all of: " + " × ".join(DESCRIBE[p] for p in minimal) +
+        narrative = (f"{what.capitalize()} needs all of: " + " × ".join(_describe(p, fixers) for p in minimal) +
                      f". Taking away any one of them fixes it ({'; '.join(fixed_by) or 'verified by the combination runs'}).")
     else:
-        narrative = f"{DESCRIBE[minimal[0]].capitalize()} causes {what}: " + \
+        d = _describe(minimal[0], fixers)
+        narrative = f"{d[0].upper() + d[1:]} causes {what}: " + \
                     (f"{'; '.join(fixed_by)} fixes it." if fixed_by else "removing it fixes it.")
     best = min(fixers, key=lambda r: geomean(steady_us(r).values()) or math.inf, default=None)
     consistent = all(r.outcome == base.outcome for r in _same_variant(session, base))

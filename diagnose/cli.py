@@ -62,16 +62,18 @@ class _Signals:
             signal.signal(s, h)
 
 
-def _prepare(submission: Path, problem, task, budget, stages, full, max_rss, keep, sample_repeats, small):
+def _prepare(submission: Path, problem, task, budget, stages, full, max_rss, keep, sample_repeats, small,
+             compile_budget=None):
     from diagnose.runner.stages import RunSettings
     from diagnose.submission import load_submission
     from diagnose.tasks.loader import load_task
-    if budget is not None and budget <= 0:
-        raise BadInput(f"--budget must be a positive number of seconds, got {budget}")
+    for flag, val in (("--budget", budget), ("--compile-budget", compile_budget), ("--max-rss", max_rss)):
+        if val is not None and val <= 0:
+            raise BadInput(f"{flag} must be a positive number, got {val:g}")
     sub = load_submission(submission)
     gpu = device.has_gpu()
     t = load_task(problem, task, small=small if small is not None else not gpu)
-    settings = RunSettings(task=t, stages=_stages(stages), budgets=harness.stage_budgets(budget, t.timeouts),
+    settings = RunSettings(task=t, stages=_stages(stages), budgets=harness.stage_budgets(budget, t.timeouts, compile_budget),
                            depth="full" if full else "predict", sample_repeats=sample_repeats,
                            max_rss_mb=max_rss, keep=keep)
     return sub, gpu, settings
@@ -105,7 +107,8 @@ def _finish(session, outdir: Path) -> None:
             env = next((e for s in r.stages for e in s.events if e["k"] == "env"), None)
             if env:
                 session.environment = {k: v for k, v in env.items() if k not in ("k", "t")}
-                flush = next((e for s in r.stages for e in s.events if e["k"] == "flush"), None)
+                flushes = [e for s in r.stages for e in s.events if e["k"] == "flush"]
+                flush = min(flushes, key=lambda e: e["bytes"]) if flushes else None
                 if flush:
                     session.harness["flush"] = ("none (CPU)" if flush["device"] == "cpu" else
                                                 f"{flush['bytes'] / 2**30:.1f} GiB" +
@@ -127,7 +130,8 @@ def _summary(session, outdir: Path) -> None:
     for c in session.cleared:
         out.print(f"  not the cause: {c['probe']}", highlight=False)
     if session.fix:
-        out.print(f"  fix: {session.fix['toggle']} ({session.fix['steady_us']} µs per call)", highlight=False)
+        us = session.fix["steady_us"]
+        out.print(f"  fix: {session.fix['toggle']}" + (f" ({us:.1f} µs per call)" if us else ""), highlight=False)
     out.print(f"  report: {outdir / 'report.md'}", highlight=False)
 
 
@@ -137,6 +141,7 @@ def run(
     problem: Optional[Path] = typer.Option(None, "--problem", help="GPU MODE problem directory (reference.py, task.yml)."),
     task: str = typer.Option("fp8-dual-gemm", "--task", help="Built-in task, when no --problem is given."),
     budget: Optional[float] = typer.Option(None, "--budget", help="Seconds per stage (default 180; compile step 120)."),
+    compile_budget: Optional[float] = typer.Option(None, "--compile-budget", help="Seconds for the compile step (default 120)."),
     stages: str = typer.Option(",".join(harness.STAGES), "--stages", help="Comma-separated stages to run."),
     full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
     probes: Optional[str] = typer.Option(None, "--probes", help="Comma-separated probes (default: all present); "
@@ -159,7 +164,7 @@ def run(
         if repeat < 1 or (jobs is not None and jobs < 1) or sample_repeats < 2:
             raise BadInput("--repeat and --jobs must be at least 1, --sample-repeats at least 2")
         sub, gpu, settings = _prepare(submission, problem, task, budget, stages, full, max_rss, keep,
-                                      sample_repeats, small)
+                                      sample_repeats, small, compile_budget)
         names = None
         if probes is not None:
             names = [p.strip() for p in probes.split(",") if p.strip()]

@@ -23,15 +23,16 @@ MIN_WALL_S = 0.1                  # ... once 100 ms of wall time have passed
 L2_FLUSH_BYTES = 16000 * 1024 * 1024 * 4   # the harness's fp32 flush tensor: about 64 GiB
 
 
-def stage_budgets(budget: float | None, task_timeouts: dict) -> dict[str, float]:
+def stage_budgets(budget: float | None, task_timeouts: dict, compile_budget: float | None = None) -> dict[str, float]:
     """Per-stage deadlines. An explicit --budget wins; then task.yml; then the harness default.
 
-    The compile step keeps its own 120 s limit, but never more than an explicit --budget.
+    The compile step has its own limit (120 s, or --compile-budget), never more than an explicit --budget.
     """
     out = {}
     for stage in STAGES:
         if stage == "compile":
-            out[stage] = min(COMPILE_STEP_LIMIT_S, budget) if budget else COMPILE_STEP_LIMIT_S
+            limit = compile_budget or COMPILE_STEP_LIMIT_S
+            out[stage] = min(limit, budget) if budget else limit
         else:
             out[stage] = budget or task_timeouts.get(stage, DEFAULT_BUDGET_S)
     return out

@@ -48,23 +48,48 @@ def _captures(events: list[dict], t0: float) -> list[dict]:
     return out
 
 
-def stack_site(stacks: str, submission_file: str) -> dict | None:
-    """Innermost frame of the submission in the faulthandler dump (most recent call first)."""
-    base = os.path.basename(submission_file)
+def culprit(frames: list[dict], submission_file: str) -> dict | None:
+    """The submission line that matters in a stack (frames outermost first): the last submission frame
+    before the stack first leaves the submission for good or for torch. A compiled function's own frame,
+    re-entered from inside torch, is not it: the line that called into torch is."""
+    mine = [os.path.realpath(f["file"]) == os.path.realpath(submission_file) for f in frames]
+    if not any(mine):
+        return None
+    first = mine.index(True)
+    last = first
+    while last + 1 < len(frames) and mine[last + 1]:
+        last += 1
+    f = frames[last]
+    innermost = frames[len(mine) - 1 - mine[::-1].index(True)]
+    return {"file": f["file"], "line": f["line"], "func": f["func"], "code": f.get("code", ""),
+            "innermost_line": innermost["line"]}
+
+
+def _main_thread_frames(stacks: str, submission_file: str) -> list[dict]:
+    """Frames of the thread that holds submission frames (faulthandler prints most recent call first)."""
+    threads, cur = [], []
     for line in stacks.splitlines():
+        if line.startswith(("Thread ", "Current thread ")):
+            cur = []
+            threads.append(cur)
         m = _STACK_FRAME.match(line)
-        if m and os.path.basename(m["file"]) == base and os.path.dirname(m["file"]) == os.path.dirname(
-                submission_file):
-            return {"file": m["file"], "line": int(m["line"]), "func": m["func"]}
-    return None
+        if m:
+            if not threads:
+                threads.append(cur)
+            cur.append({"file": m["file"], "line": int(m["line"]), "func": m["func"]})
+    base = os.path.realpath(submission_file)
+    for t in threads:
+        if any(os.path.realpath(f["file"]) == base for f in t):
+            return list(reversed(t))
+    return []
+
+
+def stack_site(stacks: str, submission_file: str) -> dict | None:
+    return culprit(_main_thread_frames(stacks, submission_file), submission_file)
 
 
 def frames_site(frames: list[dict], submission_file: str) -> dict | None:
-    """Innermost traceback frame in the submission (frames are outermost first)."""
-    for f in reversed(frames or []):
-        if os.path.realpath(f["file"]) == os.path.realpath(submission_file):
-            return {"file": f["file"], "line": f["line"], "func": f["func"], "code": f.get("code", "")}
-    return None
+    return culprit(frames or [], submission_file)
 
 
 def _timing(events: list[dict]) -> dict:

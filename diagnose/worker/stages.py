@@ -112,25 +112,33 @@ def _run_and_check_all(ctx: Ctx, label: str, inputs: list, first_phase: str | No
 
 
 class _Flush:
-    """The L2 flush: the harness writes a ~64 GiB fp32 tensor before every repeat. We size it from the
-    device's free memory and say so when it had to be smaller. No flush on a CPU."""
+    """The L2 flush: the harness writes a ~64 GiB fp32 tensor before every repeat. We allocate it once per
+    case, after taking the timing lock, sized from the device's free memory at that moment (and say so
+    when it had to be smaller), and free it when the case is timed, so that runs sharing a GPU never
+    hold two. No flush on a CPU."""
 
-    def __init__(self, ctx: Ctx):
-        self.ctx, self.nbytes, self.scaled = ctx, 0, False
+    def __init__(self, ctx: Ctx, label: str):
+        self.ctx, self.buf, self.nbytes, self.scaled = ctx, None, 0, False
+        want = int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES)
         if ctx.ins.cuda:
-            free, _total = ctx.torch.cuda.mem_get_info()
-            want = int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES)
-            room = int(free * 0.8) - (2 << 30)
-            self.nbytes = max(0, min(want, room)) // 4 * 4
+            torch = ctx.torch
+            torch.cuda.empty_cache()
+            free, _total = torch.cuda.mem_get_info()
+            self.nbytes = max(0, min(want, int(free * 0.9) - (1 << 30))) // 4 * 4
             self.scaled = self.nbytes < want
-        ctx.ch.emit("flush", bytes=self.nbytes, wanted=int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES),
-                    scaled=self.scaled, device="cuda" if ctx.ins.cuda else "cpu")
+            if self.nbytes:
+                self.buf = torch.empty(self.nbytes // 4, dtype=torch.float32, device="cuda")
+        ctx.ch.emit("flush", case=label, bytes=self.nbytes, wanted=want, scaled=self.scaled,
+                    device="cuda" if ctx.ins.cuda else "cpu")
 
     def __call__(self):
-        if self.nbytes:
-            t = self.ctx.torch.empty(self.nbytes // 4, dtype=self.ctx.torch.float32, device="cuda")
-            t.uniform_()
-            del t
+        if self.buf is not None:
+            self.buf.uniform_()   # written every repeat, as the harness's fresh random tensor is
+
+    def release(self):
+        if self.buf is not None:
+            self.buf = None
+            self.ctx.torch.cuda.empty_cache()
 
 
 @contextlib.contextmanager
@@ -150,7 +158,7 @@ def _timing_lock(ctx: Ctx):
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _time_case(ctx: Ctx, label: str, inputs: list, flush: _Flush) -> None:
+def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
     """Repeats of 50 back-to-back calls, each preceded by a sync and an L2 flush.
 
     --full applies the stopping rule for real; the default takes a short sample and lets the parent
@@ -161,8 +169,9 @@ def _time_case(ctx: Ctx, label: str, inputs: list, flush: _Flush) -> None:
     max_n = harness.REPEAT_CAP if full else int(ctx.spec.get("sample_repeats", 10))
     max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.get("sample_seconds", 3.0))
     per_call, walls = [], []
-    case_t0 = time.perf_counter()
     with _timing_lock(ctx), ctx.ins.phase(f"timing:{label}", case=label):
+        flush = _Flush(ctx, label)
+        case_t0 = time.perf_counter()
         while True:
             r0 = time.perf_counter()
             if cuda:
@@ -188,6 +197,7 @@ def _time_case(ctx: Ctx, label: str, inputs: list, flush: _Flush) -> None:
             if stop or len(per_call) >= max_n or (not full and time.perf_counter() - case_t0 > max_s
                                                   and len(per_call) >= 2):
                 break
+        flush.release()
     ctx.ch.emit("timing", case=label, depth="full" if full else "sample", per_call_s=per_call,
                 repeat_wall_s=walls, stop_reason=stop or ("sample" if not full else "cap"))
 
@@ -198,24 +208,25 @@ def _bench_cases(ctx: Ctx):
 
 
 def stage_benchmark(ctx: Ctx) -> str:
+    """One warm-up benchmark (the first case, one call), then every case: 50 inputs run and checked,
+    then timed. A shape's first call in this process is its `first_call:` phase wherever it happens."""
     import_submission(ctx)
-    flush = _Flush(ctx)
     cases = _bench_cases(ctx)
     first_label, first_case = cases[0]
-    with ctx.ins.phase("warmup_benchmark"):
+    with ctx.ins.phase("warmup_benchmark"), ctx.ins.phase(f"first_call:{first_label}", case=first_label):
         ctx.kernel(ctx.reference.generate_input(**first_case))
     for label, case in cases:
         with ctx.ins.phase(f"inputs:{label}"):
             inputs = _inputs(ctx, case)
-        if not _run_and_check_all(ctx, label, inputs, first_phase=f"first_call:{label}"):
+        first = None if label == first_label else f"first_call:{label}"
+        if not _run_and_check_all(ctx, label, inputs, first_phase=first):
             return "wrong"
-        _time_case(ctx, label, inputs, flush)
+        _time_case(ctx, label, inputs)
     return "ok"
 
 
 def stage_leaderboard(ctx: Ctx) -> str:
     import_submission(ctx)
-    flush = _Flush(ctx)
     cases = _bench_cases(ctx)
     for label, case in cases:
         with ctx.ins.phase(f"first_call:{label}", case=label):
@@ -223,7 +234,7 @@ def stage_leaderboard(ctx: Ctx) -> str:
     for label, case in cases:
         with ctx.ins.phase(f"inputs:{label}"):
             inputs = _inputs(ctx, case)
-        _time_case(ctx, label, inputs, flush)
+        _time_case(ctx, label, inputs)
         # The leaderboard re-checks after timing and stops at the first failure.
         if not _run_and_check_all(ctx, label, inputs, first_phase=None):
             return "wrong"

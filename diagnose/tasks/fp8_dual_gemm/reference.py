@@ -20,18 +20,17 @@ def _device():
 
 
 def generate_input(m: int, n: int, k: int, seed: int):
-    gen = torch.Generator(device="cpu").manual_seed(seed)
-    # Generated on the CPU so that inputs are identical on every machine, then moved.
-    a = torch.randn(m, k, generator=gen).to(torch.float8_e4m3fn)
-    b1 = torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn)
-    b2 = torch.randn(n, k, generator=gen).to(torch.float8_e4m3fn)
-    # Scales keep the GEMM results near unit size whatever k is, so fp16 neither overflows nor flushes.
-    scale_a = torch.tensor(1.0 / math.sqrt(k), dtype=torch.float32)
-    sb = 0.5 + torch.rand(2, generator=gen)
-    scale_b1 = sb[0].clone().to(torch.float32)
-    scale_b2 = sb[1].clone().to(torch.float32)
+    # Generated on the device, as the harness does: the same seed gives the same inputs on every
+    # machine of one device type (CPU and CUDA generators differ).
     dev = _device()
-    return tuple(t.to(dev) for t in (a, b1, b2, scale_a, scale_b1, scale_b2))
+    gen = torch.Generator(device=dev).manual_seed(seed)
+    a = torch.randn(m, k, generator=gen, device=dev).to(torch.float8_e4m3fn)
+    b1 = torch.randn(n, k, generator=gen, device=dev).to(torch.float8_e4m3fn)
+    b2 = torch.randn(n, k, generator=gen, device=dev).to(torch.float8_e4m3fn)
+    # Scales keep the GEMM results near unit size whatever k is, so fp16 neither overflows nor flushes.
+    scale_a = torch.tensor(1.0 / math.sqrt(k), dtype=torch.float32, device=dev)
+    sb = 0.5 + torch.rand(2, generator=gen, device=dev)
+    return a, b1, b2, scale_a, sb[0].clone(), sb[1].clone()
 
 
 def ref_kernel(data):
