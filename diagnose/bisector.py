@@ -113,6 +113,7 @@ def _site(session: Session, probe: str) -> dict | None:
     return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
 
 
+
 def _singles(session: Session) -> list[Run]:
     return [r for r in session.runs if r.probe and not r.switches.get("combination")
             and not r.switches.get("repeat") and "+" not in r.probe]
@@ -128,7 +129,9 @@ def analyze(session: Session, removers: list[str], fails) -> None:
     singles = _singles(session)
     failing = base.outcome in FAILURES or base.outcome == "at_risk"
     causes: list[dict] = []
-    fixers = [r for r in singles if r.outcome == "ok" and not r.switches.get("warm_cache")] if failing else []
+    # A fixer takes the failure away: a crash that became 'at_risk' is fixed, though not yet a fix.
+    fixed = ("ok",) if base.outcome == "at_risk" else ("ok", "at_risk")
+    fixers = [r for r in singles if r.outcome in fixed and not r.switches.get("warm_cache")] if failing else []
     fixing_probes = sorted({r.probe for r in fixers}, key=ORDER.index)
     minimal: list[str] = []
     if failing:
@@ -142,8 +145,9 @@ def analyze(session: Session, removers: list[str], fails) -> None:
             causes.append(_outcome_cause(session, base, minimal, fixers))
         elif base.outcome in FAILURES and singles:
             causes.append(_unfixed_cause(session, base))
-    # Time savers: runs that kept or reached 'ok' and saved more than the noise somewhere.
-    for r in singles:
+    # Time savers: runs that kept or reached 'ok' and saved more than the noise somewhere. A healthy
+    # submission gets none: saving time it does not need is not a cause.
+    for r in (singles if failing else []):
         if r.probe in minimal or r.outcome != "ok" or r.switches.get("warm_cache") or failing and r in fixers:
             continue
         saved = seconds_saved(session, base, r)

@@ -102,19 +102,18 @@ def _finish(session, outdir: Path) -> None:
     from diagnose import summary
     from diagnose.output import save_all
     session.verdict = summary.verdict(session)
-    for r in session.runs:
-        if r.stages and r.stages[0].events:
-            env = next((e for s in r.stages for e in s.events if e["k"] == "env"), None)
-            if env:
-                session.environment = {k: v for k, v in env.items() if k not in ("k", "t")}
-                flushes = [e for s in r.stages for e in s.events if e["k"] == "flush"]
-                flush = min(flushes, key=lambda e: e["bytes"]) if flushes else None
-                if flush:
-                    session.harness["flush"] = ("none (CPU)" if flush["device"] == "cpu" else
-                                                f"{flush['bytes'] / 2**30:.1f} GiB" +
-                                                (f", scaled down from {flush['wanted'] / 2**30:.0f} GiB to fit the "
-                                                 f"device's free memory" if flush["scaled"] else ""))
-                break
+    events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
+    env = next((e for e in events if e["k"] == "env"), None)
+    if env:
+        session.environment = {k: v for k, v in env.items() if k not in ("k", "t")}
+    flushes = [e for e in events if e["k"] == "flush"]
+    if flushes:
+        lo, hi = min(e["bytes"] for e in flushes), max(e["bytes"] for e in flushes)
+        want = flushes[0]["wanted"]
+        session.harness["flush"] = "none (CPU)" if flushes[0]["device"] == "cpu" else (
+            f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
+            (f", scaled down from the harness's {want / 2**30:.0f} GiB to fit the device's free memory"
+             if lo < want else ""))
     save_all(outdir, session)
 
 

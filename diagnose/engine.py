@@ -57,12 +57,14 @@ class Engine:
 
     # -- one run -------------------------------------------------------------------------------------
     def _settings_for(self) -> RunSettings:
+        """Pin the run to its GPU; when runs overlap, give it that GPU's lock (timing takes it exclusively,
+        every other GPU phase shared)."""
         gpu = next(self._gpu_cycle)
-        if gpu is None:
-            return self.settings
         s = RunSettings(**{**self.settings.__dict__})
-        s.cuda_visible = gpu
-        s.timing_lock = str(self._tmp / f"timing-gpu{gpu}.lock")
+        if gpu is not None:
+            s.cuda_visible = gpu
+        if self.opts.jobs > 1 or gpu is not None:
+            s.timing_lock = str(self._tmp / f"gpu{gpu or 0}.lock")
         return s
 
     def run_variant(self, probe: str | None, label: str | None, source: str, switches: tuple = (),

@@ -37,13 +37,12 @@ class _diagnose_eager_graph:
         if exc[0] is not None:
             return False
         frame = sys._getframe(1)
-        outs = {n: frame.f_locals[n].clone() for n in self.names
-                if hasattr(frame.f_locals.get(n), "clone")}
-        for n, t in outs.items():
-            frame.f_locals[n] = t
+        local = frame.f_locals  # read once: before 3.13 every read re-syncs it and drops earlier writes
+        outs = {n: local[n].clone() for n in self.names if hasattr(local.get(n), "clone")}
+        local.update(outs)
         if sys.version_info < (3, 13):  # before PEP 667, f_locals writes need pushing back
             ctypes.pythonapi.PyFrame_LocalsToFast(ctypes.py_object(frame), ctypes.c_int(0))
-        scope = {**frame.f_globals, **frame.f_locals}
+        scope = {**frame.f_globals, **local}
         body = self.body
 
         def replay():

@@ -40,8 +40,9 @@ def _record_dict(rec) -> dict:
 
 
 class Instruments:
-    def __init__(self, ch: Channel, torch_mod, submission_path: str):
+    def __init__(self, ch: Channel, torch_mod, submission_path: str, lock_path: str | None = None):
         self.ch = ch
+        self.lock_path = lock_path if torch_mod.cuda.is_available() else None
         self.torch = torch_mod
         self.submission_path = os.path.realpath(submission_path)
         self._seen_metrics = 0
@@ -51,6 +52,28 @@ class Instruments:
     # -- phases --------------------------------------------------------------------------------
     @contextlib.contextmanager
     def phase(self, name: str, sync: bool = True, **fields):
+        # Outermost phases hold the GPU lock shared: a run that is timing holds it exclusively, so no
+        # other run's compiles, checks or first calls share the GPU with its timing loop.
+        with self.gpu_shared() if not self.ch.phases and not name.startswith("timing:") else \
+                contextlib.nullcontext():
+            with self._phase(name, sync, **fields):
+                yield
+
+    @contextlib.contextmanager
+    def gpu_shared(self):
+        if self.lock_path is None:
+            yield
+            return
+        import fcntl
+        with open(self.lock_path, "a+") as fh:
+            fcntl.flock(fh, fcntl.LOCK_SH)
+            try:
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+
+    @contextlib.contextmanager
+    def _phase(self, name: str, sync: bool = True, **fields):
         self.ch.begin(name, **fields)
         ok = False
         try:

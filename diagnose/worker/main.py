@@ -64,7 +64,7 @@ def main(spec_path: str) -> int:
         ch.begin("torch_import")
         import torch
         ch.end("torch_import")
-        ins = Instruments(ch, torch, spec["submission"])
+        ins = Instruments(ch, torch, spec["submission"], spec.get("timing_lock"))
         with ins.phase("device_init"):
             if ins.cuda:
                 torch.cuda.init()
