@@ -137,7 +137,9 @@ def analyze(session: Session, removers: list[str], fails) -> None:
     if failing:
         if fails and removers and (len(fixing_probes) >= 2 or not fixing_probes):
             ordered = sorted(removers, key=ORDER.index)
-            if not fails([]):
+            # Both ends first: with every suspect in it must fail (that is the baseline, unless flaky),
+            # and with every suspect out it must not; otherwise these suspects do not explain it.
+            if fails(ordered) and not fails([]):
                 minimal = ddmin(ordered, fails)
         elif len(fixing_probes) == 1:
             minimal = fixing_probes

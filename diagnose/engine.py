@@ -154,7 +154,7 @@ class Engine:
         if run.probe and "+" in run.probe:
             run.switches["combination"] = True
         base = self.session.baseline
-        return run.outcome == base.outcome and run.outcome in FAILURES
+        return run.outcome == base.outcome and run.outcome in FAILURES + ("at_risk",)
 
 
 def probe_table() -> list[dict]:

@@ -32,7 +32,8 @@ def set_kw(source: str, ordinal: int | None, kw: str, value: str, suspect: str =
             edits.append(([sp[2], sp[3], sp[2], sp[3]], f"({kw}={value})"))
         else:
             sp = d["call_span"]
-            inner = source.splitlines()[sp[2] - 1][: sp[3]].rstrip()
+            # text up to the closing parenthesis (AST columns are UTF-8 bytes)
+            inner = source.splitlines()[sp[2] - 1].encode()[: sp[3] - 1].decode().rstrip()
             sep = "" if inner.endswith("(") else ", "
             edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], f"{sep}{kw}={value}"))
     return apply_edits(source, edits)

@@ -1,0 +1,155 @@
+"""The CLI as a user runs it: real subprocesses, exit codes, files written, errors in one line."""
+import json
+import statistics
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, cli
+
+HEALTHY = FIXTURES / "healthy.py"
+
+
+def one_error_line(res):
+    lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
+    assert len(lines) == 1, res.stderr
+    assert "Traceback" not in res.stderr and lines[0].startswith("error:")
+    return lines[0]
+
+
+@pytest.mark.parametrize("content,expect", [
+    (b"def custom_kernel(:\n", "syntax error"),
+    (b"x = '\xff\xfe'\n", "not UTF-8"),
+    (b"", "empty"),
+    (b"import torch\ndef kernel(data):\n    return data\n", "defines no custom_kernel"),
+    (b"custom_kernel = 42\n", "not a callable"),
+])
+def test_bad_source_is_one_line_and_exit_2_before_any_process(tmp_path, content, expect):
+    f = tmp_path / "sub.py"
+    f.write_bytes(content)
+    for cmd in ("run", "check"):
+        t0 = time.time()
+        res = cli(cmd, f, "--out", tmp_path / "o")
+        assert res.returncode == 2, res.stderr
+        assert expect in one_error_line(res)
+        assert not (tmp_path / "o").exists()
+        assert time.time() - t0 < 5   # nothing was started
+
+
+def test_missing_file_and_directory(tmp_path):
+    assert "no such file" in one_error_line(cli("run", tmp_path / "nope.py"))
+    assert "is a directory" in one_error_line(cli("run", tmp_path))
+
+
+def test_bad_options(tmp_path):
+    assert "--stages" in one_error_line(cli("run", HEALTHY, "--stages", "test,bogus"))
+    assert "--budget" in one_error_line(cli("run", HEALTHY, "--budget", "-3"))
+    assert "unknown probe" in one_error_line(cli("run", HEALTHY, "--probes", "nope"))
+    assert "unknown task" in one_error_line(cli("run", HEALTHY, "--task", "nope"))
+
+
+def test_bad_problem_directories(tmp_path):
+    d = tmp_path / "prob"
+    d.mkdir()
+    assert "no reference.py" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "reference.py").write_text("def generate_input(**k): pass\ndef check_implementation(d, o): pass\n")
+    assert "no task.yml" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "task.yml").write_text("tests: [\n  {m: 1\n")
+    assert "malformed YAML" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "task.yml").write_text("tests: []\nbenchmarks: [{m: 1}]\n")
+    assert "'tests' must be a non-empty list" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "reference.py").write_text("def generate_input(**k): pass\n")
+    assert "check_implementation" in one_error_line(cli("run", HEALTHY, "--problem", d))
+
+
+def test_help_is_instant_because_the_parent_never_imports_torch():
+    times = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        res = subprocess.run([sys.executable, "-m", "diagnose", "--help"], capture_output=True, text=True,
+                             cwd=ROOT, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"})
+        times.append(time.perf_counter() - t0)
+        assert res.returncode == 0 and "run" in res.stdout
+    assert statistics.median(times) < 0.5, times
+    code = ("import sys, diagnose.cli, diagnose.engine, diagnose.runner.stages, diagnose.bisector, "
+            "diagnose.renderers; print('torch' in sys.modules)")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert res.stdout.strip() == "False", res.stderr
+
+
+def test_run_healthy_writes_the_contract_and_exits_0(tmp_path):
+    out = tmp_path / "o"
+    res = cli("run", HEALTHY, "--out", out, "--sample-repeats", "2", "--stages", "compile,test,benchmark")
+    assert res.returncode == 0, res.stderr + res.stdout
+    assert sorted(p.name for p in out.iterdir()) == ["report.md", "session.json", "trace.json"]
+    s = json.loads((out / "session.json").read_text())
+    assert s["schema_version"] == 1 and s["complete"] is True
+    assert s["verdict"]["status"] == "ok" and s["causes"] == [] and s["fix"] is None
+    assert [st["name"] for st in s["runs"][0]["stages"]] == ["compile", "test", "benchmark"]
+    phases = [p["name"] for p in s["runs"][0]["stages"][1]["phases"]]
+    assert "submission_import" in phases and any(p.startswith("first_call:") for p in phases)
+    md = (out / "report.md").read_text()
+    assert "**OK.**" in md and "small shape set" in md and "say nothing about a GPU budget" in md
+    # re-render offline, every format
+    for fmt in ("md", "json", "trace"):
+        r = cli("report", out / "session.json", "--format", fmt)
+        assert r.returncode == 0 and r.stdout
+    assert cli("report", out / "session.json").stdout == md
+
+
+def test_report_rejects_what_is_not_a_session(tmp_path):
+    f = tmp_path / "s.json"
+    f.write_text("{\"a\": 1}")
+    assert "not a readable diagnose session" in one_error_line(cli("report", f))
+    f.write_text("not json")
+    assert "not a readable diagnose session" in one_error_line(cli("report", f))
+    assert "no such file" in one_error_line(cli("report", tmp_path / "none.json"))
+
+
+@pytest.mark.parametrize("name,status", [("raises.py", "crash"), ("wrong.py", "wrong")])
+def test_problems_exit_1_with_the_verdict(tmp_path, name, status):
+    res = cli("run", FIXTURES / name, "--out", tmp_path / "o", "--stages", "test", "--probes", "none")
+    assert res.returncode == 1
+    s = json.loads((tmp_path / "o" / "session.json").read_text())
+    assert s["verdict"]["status"] == status and s["verdict"]["stage"] == "test"
+
+
+def test_default_output_folder_is_reports_stem_timestamp(tmp_path):
+    res = cli("run", HEALTHY, "--stages", "test", "--probes", "none", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    (d,) = list((tmp_path / "reports").iterdir())
+    assert d.name.startswith("healthy-") and (d / "report.md").exists()
+
+
+def test_problem_directory_uses_its_own_inputs_and_checks(tmp_path):
+    d = tmp_path / "prob"
+    d.mkdir()
+    (d / "reference.py").write_text(
+        "import torch\n"
+        "def generate_input(size, seed):\n    g = torch.Generator().manual_seed(seed)\n"
+        "    return torch.rand(size, generator=g)\n"
+        "def check_implementation(data, output):\n"
+        "    ok = torch.allclose(output, data * 2)\n    return ok, 'ok' if ok else 'not doubled'\n")
+    (d / "task.yml").write_text("tests:\n  - {size: 8, seed: 1}\n  - {size: 16, seed: 2}\n"
+                                "benchmarks:\n  - {size: 32, seed: 3}\n")
+    good, bad = tmp_path / "good.py", tmp_path / "bad.py"
+    good.write_text("def custom_kernel(x):\n    return x * 2\n")
+    bad.write_text("def custom_kernel(x):\n    return x * 3\n")
+    res = cli("run", good, "--problem", d, "--out", tmp_path / "g", "--probes", "none", "--sample-repeats", "2")
+    assert res.returncode == 0, res.stdout + res.stderr
+    s = json.loads((tmp_path / "g" / "session.json").read_text())
+    test_phases = [p["name"] for p in s["runs"][0]["stages"][1]["phases"]]
+    assert "first_call:size=8" in test_phases and "first_call:size=16" in test_phases
+    res = cli("run", bad, "--problem", d, "--out", tmp_path / "b", "--probes", "none", "--stages", "test")
+    assert res.returncode == 1
+    s = json.loads((tmp_path / "b" / "session.json").read_text())
+    assert s["verdict"]["status"] == "wrong" and "not doubled" in s["verdict"]["message"]
+
+
+def test_probes_lists_the_registry():
+    res = cli("probes")
+    assert res.returncode == 0
+    for name in ("graph_capture", "compile_mode", "fullgraph", "warmup", "import_init", "cache", "recompile"):
+        assert name in res.stdout

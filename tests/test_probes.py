@@ -1,0 +1,153 @@
+"""Probe plans and source transforms: each toggle yields valid Python and a diff of exactly the change."""
+import textwrap
+
+import pytest
+import torch
+
+from diagnose.edits import unified_diff
+from diagnose.scan import scan_source
+from probes import BY_NAME, REGISTRY
+from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext
+from probes.compile_mode import set_kw
+from probes.graph_capture import capture_off
+from probes.import_init import defer
+from tests.conftest import EXAMPLES, FIXTURES
+
+ROUND9 = (EXAMPLES / "round9.py").read_text()
+
+
+def plans(src, gpu=True, baseline=None):
+    ctx = PlanContext(src, scan_source(src), gpu, baseline)
+    return {m.INFO.name: m.plan(ctx) for m in REGISTRY}
+
+
+def changed_lines(diff):
+    return [l for l in diff.splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+
+
+def test_registry_is_ordered_and_complete():
+    names = [m.INFO.name for m in REGISTRY]
+    assert names[:2] == ["graph_capture", "compile_mode"]
+    assert set(names) >= {"compile_mode", "fullgraph", "warmup", "import_init", "graph_capture", "cache", "recompile"}
+
+
+def test_round9_every_toggle_is_valid_and_minimal():
+    p = plans(ROUND9)
+    assert {n: pl.state for n, pl in p.items()} == {
+        "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
+        "import_init": RUN, "cache": RUN}
+    for name, pl in p.items():
+        for t in pl.toggles:
+            if not t.apply:
+                continue
+            v = t.apply(ROUND9)
+            compile(v, "variant", "exec")
+            assert v != ROUND9, t.label
+    mode = {t.label: t for t in p["compile_mode"].toggles}
+    d = changed_lines(unified_diff(ROUND9, mode["mode=default"].apply(ROUND9)))
+    assert d == ['-@torch.compile(mode="max-autotune", fullgraph=True)',
+                 "+@torch.compile(mode='default', fullgraph=True)"]
+    assert changed_lines(unified_diff(ROUND9, mode["compile off"].apply(ROUND9))) == [
+        '-@torch.compile(mode="max-autotune", fullgraph=True)']
+    same = mode["same mode, no CUDA graphs"].apply(ROUND9)
+    assert same == mode["mode=max-autotune-no-cudagraphs"].apply(ROUND9)   # deduplicated by the engine
+    fg = p["fullgraph"].toggles[0].apply(ROUND9)
+    assert changed_lines(unified_diff(ROUND9, fg))[1] == '+@torch.compile(mode="max-autotune", fullgraph=False)'
+    w1 = {t.label: t for t in p["warmup"].toggles}["warmup N->1"].apply(ROUND9)
+    assert changed_lines(unified_diff(ROUND9, w1)).count("+        for _ in range(1):") == 2
+
+
+def test_toggles_compose():
+    p = plans(ROUND9)
+    v = ROUND9
+    for name in ("graph_capture", "compile_mode", "fullgraph", "warmup", "import_init"):
+        v = next(t for t in p[name].toggles if t.removes).apply(v)
+    compile(v, "combined", "exec")
+    r = scan_source(v)
+    assert r.of("compile")[0].details["mode"] == "max-autotune-no-cudagraphs"
+    assert r.of("compile")[0].details["fullgraph"] is False
+    assert "_diagnose_eager_graph(" in v and "_diagnose_init_done" in v
+
+
+def test_graph_capture_is_not_applicable_without_gpu_and_absent_without_capture():
+    assert plans(ROUND9, gpu=False)["graph_capture"].state == NOT_APPLICABLE
+    assert "CUDA GPU" in plans(ROUND9, gpu=False)["graph_capture"].why
+    healthy = (FIXTURES / "healthy.py").read_text()
+    assert all(pl.state == ABSENT for pl in plans(healthy).values())
+
+
+def test_set_kw_adds_keywords_to_bare_and_empty_calls():
+    src = "import torch\n@torch.compile\ndef a(x): return x\n@torch.compile()\ndef b(x): return x\n" \
+          "c = torch.compile(a)\n"
+    v = set_kw(src, None, "dynamic", "True")
+    assert "@torch.compile(dynamic=True)\ndef a" in v
+    assert "@torch.compile(dynamic=True)\ndef b" in v
+    assert "c = torch.compile(a, dynamic=True)" in v
+
+
+def test_capture_off_rebinds_every_output_and_replays():
+    src = textwrap.dedent("""
+        import torch
+
+        @torch.compile(backend="eager")
+        def f(x):
+            return x * 2
+
+        class G:
+            def replay(self):
+                raise RuntimeError("nothing was captured")
+
+        def make(x):
+            g = G()
+            with torch.cuda.graph(g):
+                y = f(x)
+                z = y + 1
+            return g, y, z
+    """)
+    v = capture_off(src)
+    ns = {}
+    exec(compile(v, "variant", "exec"), ns)
+    x = torch.ones(3)
+    g, y, z = ns["make"](x)
+    assert z.tolist() == [3.0] * 3
+    x.fill_(5)
+    g.replay()
+    assert y.tolist() == [10.0] * 3 and z.tolist() == [11.0] * 3
+
+
+def test_import_init_defer_moves_work_into_the_first_call():
+    src = textwrap.dedent('''
+        import time
+        calls = []
+
+        class Warm:
+            def __init__(self):
+                calls.append("init")
+
+        cache = Warm()
+
+        def custom_kernel(data):
+            """doc"""
+            return (cache, data)
+    ''')
+    v = defer(src)
+    ns = {}
+    exec(compile(v, "variant", "exec"), ns)
+    assert ns["calls"] == []                 # nothing at import
+    c, d = ns["custom_kernel"](1)
+    assert ns["calls"] == ["init"] and d == 1
+    ns["custom_kernel"](2)
+    assert ns["calls"] == ["init"]           # once
+
+
+@pytest.mark.parametrize("name", ["recompile"])
+def test_recompile_needs_baseline_evidence(name):
+    src = (FIXTURES / "planted" / "recompile_cause.py").read_text()
+    pl = plans(src, baseline=None)[name]
+    assert pl.state == ABSENT and "recompiled nothing" in pl.why
+
+
+def test_every_probe_declares_its_info():
+    for m in REGISTRY:
+        assert m.INFO.name and m.INFO.suspect and m.INFO.finds and m.INFO.toggles
+        assert BY_NAME[m.INFO.name] is m

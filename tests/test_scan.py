@@ -1,0 +1,143 @@
+"""The static scan on the seed-derived fixtures and on tricky code."""
+import textwrap
+
+from diagnose.scan import scan_source
+from tests.conftest import EXAMPLES
+
+
+def scan(code):
+    return scan_source(textwrap.dedent(code))
+
+
+def test_round9_fixture_has_every_suspect_at_its_line():
+    src = (EXAMPLES / "round9.py").read_text()
+    lines = src.splitlines()
+    r = scan_source(src)
+    at = {s.suspect: [] for s in r.sites}
+    for s in r.sites:
+        at[s.suspect].append(s.line)
+    assert lines[at["compile"][0] - 1].strip() == '@torch.compile(mode="max-autotune", fullgraph=True)'
+    c = r.of("compile")[0].details
+    assert (c["mode"], c["fullgraph"], c["target"]) == ("max-autotune", True, "_fused_silu_mul")
+    cap = r.of("capture")[0]
+    assert lines[cap.line - 1].strip() == "with torch.cuda.graph(graph):"
+    assert cap.details["calls_compiled"] == ["_fused_silu_mul"]
+    assert cap.details["function"] == "_SantosGraphCache._create_graph"
+    assert sorted(s.details["count"] for s in r.of("warmup")) == [10, 10]
+    imp = r.of("import_init")
+    assert len(imp) == 1 and lines[imp[0].line - 1].startswith("_santos_cache = _SantosGraphCache()")
+    assert imp[0].details["calls_compiled"] == ["_fused_silu_mul"]   # through __init__ -> _warmup_fused_kernel
+
+
+def test_baseline_fixture_has_a_capture_but_nothing_compiled():
+    r = scan_source((EXAMPLES / "baseline.py").read_text())
+    assert not r.of("compile")
+    assert r.of("capture")[0].details["calls_compiled"] == []
+    # the 3-iteration loop precedes the capture, so it is a warmup loop
+    assert [s.details["count"] for s in r.of("warmup")] == [3]
+    assert not r.of("import_init")   # the cache's __init__ only makes a dict
+
+
+def test_aliased_imports_and_bare_decorators():
+    r = scan("""
+        import torch as T
+        from torch import compile as C
+        from torch import compile
+
+        @T.compile
+        def a(x): return x
+
+        @C(mode="reduce-overhead")
+        def b(x): return x
+
+        @compile()
+        def c(x): return x
+
+        d = T.compile(lambda x: x, fullgraph=True, dynamic=False)
+        import torch._dynamo
+        T._dynamo.config.cache_size_limit = 64
+    """)
+    comp = {s.details["target"]: s.details for s in r.of("compile")}
+    assert set(comp) == {"a", "b", "c", "d"}
+    assert comp["a"]["bare"] and comp["a"]["mode"] == "default"
+    assert comp["b"]["mode"] == "reduce-overhead"
+    assert not comp["c"]["bare"] and comp["c"]["kw"] == {}
+    assert comp["d"]["kind"] == "call" and comp["d"]["fullgraph"] is True and comp["d"]["kw"]["dynamic"] is False
+    assert [s.details["setting"] for s in r.of("config")] == ["torch._dynamo.config.cache_size_limit"]
+
+
+def test_not_torch_compile_is_not_a_site():
+    r = scan("""
+        import re
+        pat = re.compile("x")
+        def compile(x): return x
+        @compile
+        def f(): pass
+    """)
+    assert not r.of("compile")
+
+
+def test_capture_inside_a_method_reaches_compiled_function_through_a_helper():
+    r = scan("""
+        import torch
+        from torch.cuda import graph as cg
+
+        @torch.compile(mode="max-autotune")
+        def epi(x): return x * 2
+
+        def helper(x):
+            return epi(x) + 1
+
+        class Runner:
+            def build(self, x):
+                g = torch.cuda.CUDAGraph()
+                with cg(g):
+                    y = helper(x)
+                return g, y
+
+            def manual(self, x):
+                g = torch.cuda.CUDAGraph()
+                g.capture_begin()
+                y = self.step(x)
+                g.capture_end()
+
+            def step(self, x):
+                return epi(x)
+
+        graphed = torch.cuda.make_graphed_callables(epi, (torch.ones(1),))
+    """)
+    caps = {s.details["kind"]: s.details for s in r.of("capture")}
+    assert caps["graph_context"]["calls_compiled"] == ["epi"]
+    assert caps["graph_context"]["function"] == "Runner.build"
+    assert caps["graph_context"]["direct_compiled"] == []   # only through the helper
+    assert caps["capture_begin"]["calls_compiled"] == ["epi"]
+    assert caps["make_graphed_callables"]["calls_compiled"] == ["epi"]
+
+
+def test_import_work_classification():
+    r = scan("""
+        import torch
+        torch.manual_seed(0)
+
+        @torch.compile
+        def f(x): return x
+
+        class Cheap:
+            def __init__(self):
+                self.d = {}
+
+        class Busy:
+            def __init__(self):
+                self.warm()
+            def warm(self):
+                f(torch.ones(2))
+
+        cheap = Cheap()
+        busy = Busy()
+        for i in range(3):
+            f(torch.ones(i + 1))
+        g = torch.compile(f)
+    """)
+    work = [(s.details["kind"], s.code) for s in r.of("import_init")]
+    assert work == [("assign", "busy = Busy()"), ("loop", "for i in range(3):")]
+    assert r.of("import_init")[0].details["calls_compiled"] == ["f"]
