@@ -28,12 +28,17 @@ DESCRIBE = {
 }
 
 
-def ddmin(features: list[str], fails) -> list[str]:
-    """Zeller's delta debugging: a 1-minimal subset of `features` for which fails(subset) holds."""
+def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
+    """Zeller's delta debugging: a 1-minimal subset of `features` for which fails(subset) holds.
+
+    `prefetch(subsets)`, when given, may evaluate every test of a round at once (in parallel); the
+    search itself stays sequential and reads the answers back through `fails`."""
     c, n = list(features), 2
     while len(c) >= 2:
         size = math.ceil(len(c) / n)
         chunks = [c[i:i + size] for i in range(0, len(c), size)]
+        if prefetch:
+            prefetch(chunks + ([[x for x in c if x not in ch] for ch in chunks] if len(chunks) > 2 else []))
         for ch in chunks:
             if fails(ch):
                 c, n = ch, 2
@@ -119,7 +124,7 @@ def _singles(session: Session) -> list[Run]:
             and not r.switches.get("repeat") and "+" not in r.probe]
 
 
-def analyze(session: Session, removers: list[str], fails) -> None:
+def analyze(session: Session, removers: list[str], fails, prefetch=None) -> None:
     """Fill session.causes, session.cleared (suspects verified not to matter) and session.fix."""
     base = session.baseline
     session.causes, session.fix = [], None
@@ -139,8 +144,10 @@ def analyze(session: Session, removers: list[str], fails) -> None:
             ordered = sorted(removers, key=ORDER.index)
             # Both ends first: with every suspect in it must fail (that is the baseline, unless flaky),
             # and with every suspect out it must not; otherwise these suspects do not explain it.
+            if prefetch:
+                prefetch([ordered, []])
             if fails(ordered) and not fails([]):
-                minimal = ddmin(ordered, fails)
+                minimal = ddmin(ordered, fails, prefetch)
         elif len(fixing_probes) == 1:
             minimal = fixing_probes
         if minimal:

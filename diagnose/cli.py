@@ -83,12 +83,20 @@ def _new_session(sub, settings, gpu, command):
     from diagnose.scan import scan_source
     from diagnose.session import Session
     return Session(
-        submission={"path": str(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
+        submission={"path": _shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
         task=settings.task.to_dict(), command=command, tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats},
         scan=scan_source(sub.source, sub.tree).to_list())
+
+
+def _shown_path(p: Path) -> str:
+    """The submission's path as a user would write it: relative to the working directory when inside it."""
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
 
 
 def _out_dir(out_opt: Optional[Path], stem: str) -> Path:

@@ -26,6 +26,8 @@ from probes import BY_NAME, REGISTRY
 from probes.base import RUN, PlanContext, Toggle
 from probes.cache import WARM
 
+AFTER_BASELINE = ["recompile", "cache"]   # probes that read the baseline run's evidence
+
 
 @dataclass
 class Options:
@@ -48,6 +50,7 @@ class Engine:
         self.lock = threading.Lock()
         self._ids = itertools.count()
         self._by_key: dict[str, Run] = {}
+        self._finished: dict[str, threading.Event] = {}   # run id -> set once its stages are final
         self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-cache-"))
         self._gpu_cycle = itertools.cycle(opts.gpus or [None])
 
@@ -68,76 +71,96 @@ class Engine:
         return s
 
     def run_variant(self, probe: str | None, label: str | None, source: str, switches: tuple = (),
-                    rep: int = 0) -> Run:
+                    rep: int = 0, stages: list[str] | None = None) -> Run:
         """Run one variant, or return the earlier run of an identical one (same source, switches, rep)."""
         sha = hashlib.sha256(source.encode()).hexdigest()
         key = f"{sha}|{','.join(sorted(switches))}|{rep}"
+        short_key = key + "|" + ",".join(stages) if stages else None
         with self.lock:
-            prior = self._by_key.get(key)
+            # a full run answers a shortened one too; a shortened one answers only its own stages
+            prior = self._by_key.get(key) or (self._by_key.get(short_key) if short_key else None)
             run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, source_sha=sha[:12],
                       variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
                       switches={s: True for s in switches} | ({"repeat": rep} if rep else {}))
             self.session.runs.append(run)
         if prior is not None:
-            prior_done = prior.stages
-            run.stages, run.outcome = prior_done, prior.outcome
+            self._finished[prior.id].wait()   # an identical variant may still be running
+            run.stages, run.outcome = prior.stages, prior.outcome
             run.note = f"identical variant: measured once, as {prior.id}"
             self.sources[run.id] = source
             self.save()
             return run
         with self.lock:
-            self._by_key[key] = run
+            self._by_key[short_key or key] = run
+            self._finished[run.id] = threading.Event()
+        try:
+            return self._execute(run, source, switches, probe, rep, stages)
+        finally:
+            self._finished[run.id].set()
+
+    def _execute(self, run: Run, source: str, switches: tuple, probe, rep: int, stages) -> Run:
         cache = self._tmp / "baseline-cache" if WARM in switches or (probe is None and rep == 0) else None
         if self.stop.is_set():
             run.outcome, run.note = "skipped", "not run: the diagnosis was interrupted"
             return run
         self.sources[run.id] = source
-        execute(run, source, self._settings_for(), cache_dir=cache, on_event=self.on_event,
+        settings = self._settings_for()
+        if stages:
+            settings.stages = stages
+            run.note = f"stages {', '.join(stages)} only: enough to tell whether the failure comes back"
+        execute(run, source, settings, cache_dir=cache, on_event=self.on_event,
                 on_stage=lambda r: self.save(), stop=self.stop)
         self.on_run_done(run)
         self.save()
         return run
 
     # -- the diagnosis ---------------------------------------------------------------------------------
-    def plan(self, baseline: Run | None):
+    def plan(self, baseline: Run | None, names: list[str]):
         ctx = PlanContext(self.sub.source, scan_source(self.sub.source, self.sub.tree), self.opts.gpu, baseline)
         chosen = self.opts.probes or [m.INFO.name for m in REGISTRY]
-        plans = {}
-        for mod in REGISTRY:
-            if mod.INFO.name not in chosen:
-                continue
-            p = mod.plan(ctx)
-            plans[mod.INFO.name] = p
-        return plans
+        return {m.INFO.name: m.plan(ctx) for m in REGISTRY if m.INFO.name in chosen and m.INFO.name in names}
 
     def diagnose(self) -> Session:
         s = self.session
         try:
             with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
+                self.pool = pool
                 base = [pool.submit(self.run_variant, None, None, self.sub.source, (), rep)
                         for rep in range(self.opts.repeat)]
+                # Probes that need only the source start with the baseline; the rest need its evidence.
+                early = self.plan(None, [n for n in BY_NAME if n not in AFTER_BASELINE])
+                jobs = self._submit(early)
                 baseline = base[0].result()
-                plans = self.plan(baseline)
+                late = self.plan(baseline, AFTER_BASELINE)
+                plans = {n: p for n, p in {**early, **late}.items()}
+                plans = {m.INFO.name: plans[m.INFO.name] for m in REGISTRY if m.INFO.name in plans}
                 s.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
                              "toggles": [t.label for t in p.toggles]} for n, p in plans.items()]
                 self.save()
-                jobs = [pool.submit(self.run_toggle, t, rep) for p in plans.values() if p.state == RUN
-                        for t in p.toggles for rep in range(self.opts.repeat if t.apply else 1)]
-                for j in jobs:
+                jobs += self._submit(late)
+                for j in jobs + base[1:]:
                     j.result()
-                for b in base[1:]:
-                    b.result()
-            if self.opts.bisect and not self.stop.is_set():
-                removers = {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
-                            if p.state == RUN and any(t.removes for t in p.toggles) and n != "cache"}
-                bisector.analyze(s, removers=list(removers), fails=lambda keep: self.fails_with(keep, removers))
-            else:
-                bisector.analyze(s, removers=[], fails=None)
+                if self.opts.bisect and not self.stop.is_set():
+                    removers = {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
+                                if p.state == RUN and any(t.removes for t in p.toggles) and n != "cache"}
+                    bisector.analyze(s, removers=list(removers), fails=lambda keep: self.fails_with(keep, removers),
+                                     prefetch=lambda subsets: self._prefetch(subsets, removers))
+                else:
+                    bisector.analyze(s, removers=[], fails=None)
             s.complete = not self.stop.is_set()
         finally:
             shutil.rmtree(self._tmp, ignore_errors=True)
             self.save()
         return s
+
+    def _submit(self, plans: dict) -> list:
+        return [self.pool.submit(self.run_toggle, t, rep) for p in plans.values() if p.state == RUN
+                for t in p.toggles for rep in range(self.opts.repeat if t.apply else 1)]
+
+    def _prefetch(self, subsets: list[list[str]], removers: dict[str, Toggle]) -> None:
+        """Run the bisector's next tests side by side; `fails_with` then finds them measured."""
+        for f in [self.pool.submit(self.fails_with, keep, removers) for keep in subsets]:
+            f.result()
 
     def run_toggle(self, t: Toggle, rep: int = 0) -> Run:
         source = t.apply(self.sub.source) if t.apply else self.sub.source
@@ -150,10 +173,13 @@ class Engine:
         for n in removed:
             source = removers[n].apply(source)
         label = "keep " + " + ".join(keep) if keep else "all suspects removed"
-        run = self.run_variant("+".join(sorted(removed)) or None, label, source)
+        base = self.session.baseline
+        # Only the stages up to the one that failed: they tell whether the failure comes back.
+        failed = base.failed_stage
+        stages = self.settings.stages[: self.settings.stages.index(failed.name) + 1] if failed else None
+        run = self.run_variant("+".join(sorted(removed)) or None, label, source, stages=stages)
         if run.probe and "+" in run.probe:
             run.switches["combination"] = True
-        base = self.session.baseline
         return run.outcome == base.outcome and run.outcome in FAILURES + ("at_risk",)
 
 

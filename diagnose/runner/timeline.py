@@ -12,6 +12,15 @@ from diagnose import harness
 from diagnose.runner.isolate import ChildResult
 from diagnose.session import Phase, StageResult
 
+_SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
+
+
+def tidy(text: str) -> str:
+    """Shorten installation prefixes in stacks and tracebacks: '.../site-packages/torch/...' reads the same
+    on every machine, and a report attached to a ticket should not carry the host's directory layout."""
+    return _SITE_PACKAGES.sub(r"…/\1/", text or "")
+
+
 _STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
@@ -107,14 +116,18 @@ def _timing(events: list[dict]) -> dict:
 
 def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str) -> StageResult:
     ev = child.events
+    for e in ev:
+        if e["k"] in ("exception", "worker_error"):
+            e["traceback"] = tidy(e.get("traceback", ""))
+            e["message"] = tidy(e.get("message", ""))
     t0 = child.start_t
     t_last = child.kill_t or (t0 + child.wall_s)
     st = StageResult(name=name, status="ok", wall_s=round(child.wall_s, 4), budget_s=budget_s,
                      phases=_phases(ev, t0, t_last), exit_code=child.exit_code, signal=child.signal,
                      killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
                      peak_rss_mb=round(child.peak_rss_mb, 1), processes=child.max_procs,
-                     survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=child.stderr_tail,
-                     stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=child.stacks,
+                     survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=tidy(child.stderr_tail),
+                     stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=tidy(child.stacks),
                      events=ev)
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
@@ -143,6 +156,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     elif exc:
         st.status, st.phase = "crash", exc.get("phase")
         st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
+        st.exception["traceback"] = tidy(st.exception["traceback"])
         st.site = frames_site(exc.get("frames"), submission_file)
         msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
         st.message = f"{exc['type']}: {msg}" if msg else exc["type"]

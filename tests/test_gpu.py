@@ -1,0 +1,69 @@
+"""GPU tests (`python3 -m pytest -m gpu` on a CUDA machine): the seed scenarios and GPU faults."""
+import json
+import subprocess
+
+import psutil
+import pytest
+
+from tests.conftest import EXAMPLES, FIXTURES, cli, has_cuda
+
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
+
+
+def gpu_mem_used_mb() -> int:
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True).stdout
+    return int(out.split()[0])
+
+
+def run_json(tmp_path, sub, *args):
+    out = tmp_path / "o"
+    res = cli("run", sub, "--out", out, *args)
+    return res, json.loads((out / "session.json").read_text())
+
+
+def test_round9_reproduces_the_crash_in_the_first_call(tmp_path):
+    res, s = run_json(tmp_path, EXAMPLES / "round9.py", "--probes", "none", "--stages", "compile,test")
+    v = s["verdict"]
+    assert res.returncode == 1 and v["status"] == "crash" and v["stage"] == "test"
+    assert v["phase"].startswith("first_call:")
+    assert "Cannot prepare for replay during capturing stage" in v["message"]
+    assert v["site"]["code"] == "output = _fused_silu_mul(r1, r2)"
+    comp = s["runs"][0]["stages"][0]
+    imp = next(p for p in comp["phases"] if p["name"] == "submission_import")
+    assert 3.0 < imp["end_s"] - imp["start_s"] < 30.0     # compiling at import: seconds, not milliseconds
+    assert comp["compile"], "the import-time compile left no metrics"
+
+
+def test_round9_diagnosis_names_the_interaction_and_clears_the_rest(tmp_path):
+    res, s = run_json(tmp_path, EXAMPLES / "round9.py", "--stages", "test,benchmark", "--jobs", "4",
+                      "--probes", "graph_capture,compile_mode,fullgraph,warmup,import_init")
+    top = s["causes"][0]
+    assert set(top["suspects"]) == {"graph_capture", "compile_mode"} and top["changes_outcome"]
+    assert {c["probe"] for c in s["cleared"]} == {"fullgraph", "warmup", "import_init"}
+    assert s["fix"] and s["fix"]["steady_us"] > 0
+    assert s["fix"]["probe"] == "compile_mode"
+
+
+def test_baseline_is_healthy(tmp_path):
+    res, s = run_json(tmp_path, EXAMPLES / "baseline.py", "--stages", "test,benchmark")
+    assert res.returncode == 0 and s["verdict"]["status"] == "ok" and s["causes"] == []
+
+
+@pytest.mark.parametrize("name,status,marker", [("illegal_access.py", "crash", "OOB-LINE"),
+                                                ("gpu_hang.py", "timeout", "HANG-LINE")])
+def test_gpu_faults_are_reported_and_leave_nothing_behind(tmp_path, name, status, marker):
+    before = gpu_mem_used_mb()
+    res, s = run_json(tmp_path, FIXTURES / "gpu" / name, "--probes", "none", "--stages", "test",
+                      "--budget", "25")
+    v = s["verdict"]
+    assert v["status"] == status, v
+    st = s["runs"][0]["stages"][0]
+    if status == "crash":
+        assert "illegal memory access" in (v["message"] + st["stderr_tail"]).lower()
+    else:
+        assert v["site"] and marker in v["site"]["code"], v
+        assert st["survivors"] == []
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "diagnose.worker" in " ".join(p.info["cmdline"] or [])]
+    after = gpu_mem_used_mb()
+    assert after <= before + 64, (before, after)
