@@ -130,13 +130,17 @@ class _Tree:
                     self._add(c)
             except psutil.Error:
                 pass
-        try:  # orphans that re-parented to us (subreaper) and still carry our marker
-            for c in psutil.Process().children(recursive=True):
+        try:
+            ours = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            ours = []
+        for c in ours:  # orphans that re-parented to us (subreaper) and still carry our marker
+            try:  # one zombie or vanished process must not hide the others
                 key = (c.pid, c.create_time())
                 if key not in self.procs and c.environ().get(MARKER) == self.marker:
                     self.procs[key] = c
-        except psutil.Error:
-            pass
+            except psutil.Error:
+                continue
 
     def measure(self) -> float:
         rss = 0.0
@@ -160,6 +164,16 @@ class _Tree:
                 pass
         return out
 
+    def _reap(self) -> None:
+        """Orphans re-parented to us are our children now: collect their exit status, or they linger
+        as zombies for as long as this process lives."""
+        for p in self.procs.values():
+            try:
+                if p.ppid() == os.getpid():
+                    os.waitpid(p.pid, os.WNOHANG)
+            except (psutil.Error, ChildProcessError, OSError):
+                pass
+
     def kill_all(self, pgid: int) -> list[int]:
         """SIGKILL the group and every tracked process until none is left; return any survivors."""
         deadline = time.time() + 5.0
@@ -176,6 +190,7 @@ class _Tree:
                 except psutil.Error:
                     pass
             if not alive:
+                self._reap()
                 return []
             if time.time() > deadline:
                 return [p.pid for p in alive]
