@@ -142,12 +142,15 @@ def analyze(session: Session, removers: list[str], fails, prefetch=None) -> None
     if failing:
         if fails and removers and (len(fixing_probes) >= 2 or not fixing_probes):
             ordered = sorted(removers, key=ORDER.index)
-            # Both ends first: with every suspect in it must fail (that is the baseline, unless flaky),
-            # and with every suspect out it must not; otherwise these suspects do not explain it.
+            known = [p for p in fixing_probes if p in ordered]
+            # Each suspect whose removal alone fixes the failure is necessary. So when the failure still
+            # comes back with only those left in, they are the minimal set, and one round settles it;
+            # otherwise delta debugging searches all of them. Both ends are checked first: with every
+            # suspect in it must fail (the baseline, unless flaky), with every suspect out it must not.
             if prefetch:
-                prefetch([ordered, []])
+                prefetch([ordered, [], known] if known else [ordered, []])
             if fails(ordered) and not fails([]):
-                minimal = ddmin(ordered, fails, prefetch)
+                minimal = known if known and fails(known) else ddmin(ordered, fails, prefetch)
         elif len(fixing_probes) == 1:
             minimal = fixing_probes
         if minimal:

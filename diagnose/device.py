@@ -15,8 +15,8 @@ def has_gpu() -> bool:
 
 
 def default_jobs() -> int:
-    """Concurrent runs: a cold compile wants about 4 cores and 16 GiB, and more than 4 runs contend on
-    the GPU timing lock more than they gain."""
+    """Concurrent runs: a run is mostly one busy core (imports, Dynamo) with bursts of compile workers,
+    and a cold compile wants about 8 GiB; past 8 runs they contend on the GPU lock more than they gain."""
     cpus = os.cpu_count() or 1
     mem_gb = psutil.virtual_memory().total / 2**30
-    return max(1, min(cpus // 4, int(mem_gb // 16), 4))
+    return max(1, min(cpus // 2, int(mem_gb // 8), 8))

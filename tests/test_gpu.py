@@ -62,7 +62,7 @@ def test_gpu_faults_are_reported_and_leave_nothing_behind(tmp_path, name, status
     if status == "crash":
         assert "illegal memory access" in (v["message"] + st["stderr_tail"]).lower()
     else:
-        assert v["site"] and marker in v["site"]["code"], v
+        assert v["site"] and marker in v["site"]["code"], (v, st["stacks"][-3000:], st["stderr_tail"][-2000:])
         assert st["survivors"] == []
     assert not [p for p in psutil.process_iter(["cmdline"]) if "diagnose.worker" in " ".join(p.info["cmdline"] or [])]
     after = gpu_mem_used_mb()

@@ -15,10 +15,14 @@ from diagnose.session import Phase, StageResult
 _SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
 
 
+_TOOL_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
 def tidy(text: str) -> str:
-    """Shorten installation prefixes in stacks and tracebacks: '.../site-packages/torch/...' reads the same
-    on every machine, and a report attached to a ticket should not carry the host's directory layout."""
-    return _SITE_PACKAGES.sub(r"…/\1/", text or "")
+    """Shorten installation prefixes in stacks and tracebacks: '…/site-packages/torch/...' and
+    '…/diagnose/worker/...' read the same on every machine, and a report attached to a ticket should not
+    carry the host's directory layout."""
+    return _SITE_PACKAGES.sub(r"…/\1/", text or "").replace(_TOOL_ROOT, "…/")
 
 
 _STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -120,6 +124,8 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         if e["k"] in ("exception", "worker_error"):
             e["traceback"] = tidy(e.get("traceback", ""))
             e["message"] = tidy(e.get("message", ""))
+            for f in e.get("frames") or []:
+                f["file"] = tidy(f" {f['file']}").lstrip()
     t0 = child.start_t
     t_last = child.kill_t or (t0 + child.wall_s)
     st = StageResult(name=name, status="ok", wall_s=round(child.wall_s, 4), budget_s=budget_s,

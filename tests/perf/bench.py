@@ -1,0 +1,127 @@
+"""Benchmarks of diagnose itself (not a timed test). Every ratio is measured within one call.
+
+  python3 tests/perf/bench.py cold,jobs1,default,fidelity   # on one GPU
+  python3 tests/perf/bench.py gpus1,gpus2                    # on a host with two GPUs
+  python3 tests/perf/bench.py help,check                     # on a CPU
+
+Results go to $OUT/bench.json (or ./bench.json) and a table on stdout.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+ROUND9 = ROOT / "examples" / "round9.py"
+BASELINE = ROOT / "examples" / "baseline.py"
+ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def timed(args: list[str], timeout: float = 590) -> tuple[float, int, Path]:
+    out = Path(tempfile.mkdtemp(prefix="bench-"))
+    t0 = time.perf_counter()
+    rc = subprocess.run([sys.executable, "-m", "diagnose", *args, "--out", str(out)], env=ENV, cwd=ROOT,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=timeout).returncode
+    return time.perf_counter() - t0, rc, out
+
+
+def session(out: Path) -> dict:
+    return json.loads((out / "session.json").read_text())
+
+
+def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
+    """The baseline kernel timed by a bare loop: events around 50 calls after an L2 flush, as the harness
+    does, with nothing else on the machine. Returns median per-call µs per shape and the spread of rounds."""
+    import torch
+    task = ROOT / "diagnose" / "tasks" / "fp8_dual_gemm"
+    sys.path[:0] = [str(task), str(ROOT / "examples")]
+    import reference
+    import yaml
+    import baseline
+    cases = yaml.safe_load((task / "task.yml").read_text())["benchmarks"]
+    flush = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.5) // 4, dtype=torch.float32, device="cuda")
+    out = {}
+    for c in cases:
+        inputs = [reference.generate_input(**{**c, "seed": c["seed"] + 42 * i}) for i in range(50)]
+        for d in inputs[:3]:
+            baseline.custom_kernel(d)
+        meds = []
+        for _ in range(rounds):
+            per = []
+            for _ in range(repeats):
+                torch.cuda.synchronize()
+                flush.uniform_()
+                s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                s.record()
+                for d in inputs:
+                    baseline.custom_kernel(d)
+                e.record()
+                torch.cuda.synchronize()
+                per.append(s.elapsed_time(e) * 1e3 / 50)
+            meds.append(statistics.median(per))
+        out[f"{c['m']}x{c['n']}x{c['k']}"] = {"median_us": statistics.median(meds),
+                                             "spread_pct": (max(meds) - min(meds)) / statistics.median(meds) * 100}
+    return out
+
+
+def main(parts: list[str]) -> None:
+    res: dict = {"parts": parts}
+    if "cold" in parts:
+        t, rc, out = timed(["run", str(ROUND9), "--probes", "none"])
+        res["cold_run_s"] = round(t, 1)
+    for part, extra in (("jobs1", ["--jobs", "1"]), ("default", [])):
+        if part in parts:
+            t, rc, out = timed(["run", str(ROUND9), *extra])
+            s = session(out)
+            res[f"diagnose_{part}_s"] = round(t, 1)
+            res[f"diagnose_{part}_runs"] = len(s["runs"])
+            res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
+            res[f"diagnose_{part}_concurrency"] = s["harness"].get("concurrency")
+            if "cold_run_s" in res:
+                res[f"diagnose_{part}_ratio"] = round(t / res["cold_run_s"], 2)
+    if "fidelity" in parts:
+        t, rc, out = timed(["run", str(BASELINE), "--stages", "benchmark"])
+        s = session(out)
+        base = next(r for r in s["runs"] if r["probe"] is None)
+        bench = next(st for st in base["stages"] if st["name"] == "benchmark")
+        sched = {c: statistics.median(v["per_call_s"]) * 1e6 for c, v in bench["timing"].items()}
+        bare = bare_loop()
+        res["fidelity"] = {c: {"scheduler_us": round(sched[c], 2), "bare_us": round(bare[c]["median_us"], 2),
+                               "diff_pct": round((sched[c] / bare[c]["median_us"] - 1) * 100, 2),
+                               "bare_spread_pct": round(bare[c]["spread_pct"], 2)} for c in sched}
+        res["fidelity_runs_overlapping"] = s["harness"].get("concurrency")
+    for part, gpus in (("gpus1", "0"), ("gpus2", "0,1")):
+        if part in parts:
+            t, rc, out = timed(["run", str(ROUND9), "--gpus", gpus])
+            res[f"diagnose_{part}_s"] = round(t, 1)
+    if "gpus1" in parts and "gpus2" in parts:
+        res["multi_gpu_speedup"] = round(res["diagnose_gpus1_s"] / res["diagnose_gpus2_s"], 2)
+    if "help" in parts:
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "diagnose", "--help"], env=ENV, cwd=ROOT, capture_output=True)
+            ts.append(time.perf_counter() - t0)
+        res["help_median_s"] = round(statistics.median(ts), 3)
+    if "check" in parts:
+        ts = []
+        for _ in range(5):
+            t0 = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "diagnose", "check", str(ROOT / "tests" / "fixtures" / "healthy.py")],
+                           env=ENV, cwd=ROOT, capture_output=True)
+            ts.append(time.perf_counter() - t0)
+        res["check_median_s"] = round(statistics.median(ts), 2)
+    dest = Path(os.environ.get("OUT", ".")) / "bench.json"
+    dest.write_text(json.dumps(res, indent=1))
+    for k, v in res.items():
+        print(f"{k:32} {v}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1].split(",") if len(sys.argv) > 1 else ["help", "check"])
