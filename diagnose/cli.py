@@ -84,7 +84,8 @@ def _new_session(sub, settings, gpu, command):
     from diagnose.session import Session
     return Session(
         submission={"path": _shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
-        task=settings.task.to_dict(), command=command, tool_version=diagnose.__version__,
+        task={**settings.task.to_dict(), "directory": "(built-in)" if settings.task.builtin else settings.task.directory},
+        command=command, tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats},

@@ -71,28 +71,34 @@ class Engine:
         return s
 
     def run_variant(self, probe: str | None, label: str | None, source: str, switches: tuple = (),
-                    rep: int = 0, stages: list[str] | None = None) -> Run:
-        """Run one variant, or return the earlier run of an identical one (same source, switches, rep)."""
+                    rep: int = 0, stages: list[str] | None = None, reuse: bool = False) -> Run:
+        """Run one variant, or answer from the earlier run of an identical one (same source, switches,
+        rep). A duplicate gets a record of its own that says so; with `reuse` (the bisector asking again)
+        the earlier run is returned as it is. Looking up and registering happen under one lock, so two
+        threads never measure the same variant twice."""
         sha = hashlib.sha256(source.encode()).hexdigest()
         key = f"{sha}|{','.join(sorted(switches))}|{rep}"
         short_key = key + "|" + ",".join(stages) if stages else None
         with self.lock:
             # a full run answers a shortened one too; a shortened one answers only its own stages
             prior = self._by_key.get(key) or (self._by_key.get(short_key) if short_key else None)
-            run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, source_sha=sha[:12],
-                      variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
-                      switches={s: True for s in switches} | ({"repeat": rep} if rep else {}))
-            self.session.runs.append(run)
+            if prior is None or not reuse:
+                run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, source_sha=sha[:12],
+                          variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
+                          switches={s: True for s in switches} | ({"repeat": rep} if rep else {}))
+                self.session.runs.append(run)
+                self.sources[run.id] = source
+            if prior is None:
+                self._by_key[short_key or key] = run
+                self._finished[run.id] = threading.Event()
         if prior is not None:
             self._finished[prior.id].wait()   # an identical variant may still be running
+            if reuse:
+                return prior
             run.stages, run.outcome = prior.stages, prior.outcome
             run.note = f"identical variant: measured once, as {prior.id}"
-            self.sources[run.id] = source
             self.save()
             return run
-        with self.lock:
-            self._by_key[short_key or key] = run
-            self._finished[run.id] = threading.Event()
         try:
             return self._execute(run, source, switches, probe, rep, stages)
         finally:
@@ -103,7 +109,6 @@ class Engine:
         if self.stop.is_set():
             run.outcome, run.note = "skipped", "not run: the diagnosis was interrupted"
             return run
-        self.sources[run.id] = source
         settings = self._settings_for()
         if stages:
             settings.stages = stages
@@ -177,7 +182,7 @@ class Engine:
         # Only the stages up to the one that failed: they tell whether the failure comes back.
         failed = base.failed_stage
         stages = self.settings.stages[: self.settings.stages.index(failed.name) + 1] if failed else None
-        run = self.run_variant("+".join(sorted(removed)) or None, label, source, stages=stages)
+        run = self.run_variant("+".join(sorted(removed)) or None, label, source, stages=stages, reuse=True)
         if run.probe and "+" in run.probe:
             run.switches["combination"] = True
         return run.outcome == base.outcome and run.outcome in FAILURES + ("at_risk",)

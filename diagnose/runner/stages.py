@@ -88,9 +88,10 @@ def execute(run: Run, source: str, settings: RunSettings, cache_dir: Path | None
                     "sample_seconds": settings.sample_seconds, "timing_lock": settings.timing_lock,
                     "flush_bytes": settings.flush_bytes,
                     "events": str(root / f"{stage}.events.jsonl"), "stacks": str(root / f"{stage}.stacks.txt")}
+            budget = settings.budgets[stage]
+            spec["budget_s"] = budget
             spec_path = root / f"{stage}.spec.json"
             spec_path.write_text(json.dumps(spec))
-            budget = settings.budgets[stage]
 
             def tagged(ev, stage=stage):
                 if on_event:

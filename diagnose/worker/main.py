@@ -37,10 +37,12 @@ def _environment(torch) -> dict:
 
 
 def _driver_version() -> str | None:
+    import re
     try:
         with open("/proc/driver/nvidia/version") as fh:
-            return fh.readline().split("Kernel Module")[-1].split()[0]
-    except (OSError, IndexError):
+            m = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", fh.readline())
+            return m.group(1) if m else None
+    except OSError:
         return None
 
 
@@ -53,6 +55,10 @@ def main(spec_path: str) -> int:
     stacks = open(spec["stacks"], "w")  # noqa: SIM115 - must stay open for the process's lifetime
     faulthandler.enable(file=stacks, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    # A watchdog thread as well, for a process that never handles the signal: a thread blocked in a CUDA
+    # driver wait can leave SIGUSR1 pending forever. It fires just before the parent's deadline.
+    if spec.get("budget_s"):
+        faulthandler.dump_traceback_later(max(0.5, spec["budget_s"] - 2.0), file=stacks, exit=False)
     ch.emit("worker_start", pid=os.getpid(), stage=spec["stage"])
     sys.path.insert(0, os.getcwd())
 
