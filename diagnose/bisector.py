@@ -248,8 +248,11 @@ def _cleared(session: Session, base: Run, singles: list[Run], minimal: list[str]
 def _fix(session: Session, base: Run) -> dict | None:
     if base.outcome == "ok":
         return None
+    # A fix must have gone through every stage the baseline was given (a bisector run that stopped at the
+    # failing stage has not shown that it fits the later budgets).
+    wanted = [s.name for s in base.stages]
     good = [r for r in session.runs if r.outcome == "ok" and r.variant and not r.switches.get("warm_cache")
-            and all(s.status == "ok" for s in r.stages)]
+            and [s.name for s in r.stages] == wanted and all(s.status == "ok" for s in r.stages)]
     if not good:
         return None
     scored = [(geomean(steady_us(r).values()) or math.inf, r) for r in good]

@@ -90,3 +90,12 @@ def test_session_round_trips_through_json():
     bisector.analyze(s, removers=[], fails=None)
     back = Session.from_dict(__import__("json").loads(s.to_json()))
     assert back.to_dict() == s.to_dict()
+
+
+def test_a_run_that_skipped_later_stages_is_not_a_fix():
+    partial = run("r2", "compile_mode+warmup", "all suspects removed", walls=(5, 10))   # compile, test only
+    partial.switches["combination"] = True
+    s = session([crash_base(), run("r1", "warmup", "warmup N->1", per_call_us=US), partial])
+    bisector.analyze(s, removers=["warmup"], fails=lambda keep: bool(keep))
+    assert s.fix["run"] == "r1"
+    assert [c["run"] for c in s.fix["costs"]] == ["r1"]

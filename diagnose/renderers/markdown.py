@@ -80,7 +80,7 @@ def _fix(s: Session) -> list[str]:
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs best |", "|---|---|---|"]
     for c in f["costs"]:
-        vs = "best" if not c["delta_us"] else f"+{c['delta_us']:.1f} µs per call"
+        vs = "—" if c["delta_us"] is None else "best" if c["delta_us"] == 0 else f"+{c['delta_us']:.1f} µs per call"
         out.append(f"| {c['probe']}: {c['toggle']} | {_s(c['steady_us'], '', 1)} | {vs} |")
     return out + [""]
 
