@@ -103,3 +103,41 @@ def verdict(session) -> dict:
 def source_line(session, line: int) -> str:
     lines = (session.submission.get("source") or "").splitlines()
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
+
+
+def warmup_per_iteration(session) -> dict | None:
+    """Seconds per warmup iteration, from the first-call time of runs that differ only in the loop count
+    (the baseline's N, and the warmup probe's 3 and 1): a least-squares slope over (N, seconds)."""
+    probe = next((p for p in session.probes if p["name"] == "warmup" and p["state"] == "run"), None)
+    base = session.baseline
+    if not probe or base is None:
+        return None
+    n_base = max(probe["evidence"].get("counts", {}).values(), default=None)
+    points = []
+    for run in session.runs:
+        if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
+            n = n_base if run is base else int(run.toggle.split("->")[-1])
+            fc = [first_call(s) for s in run.stages if first_call(s)]
+            if n is not None and fc:
+                points.append((n, fc[0]["total_s"]))
+    if len({n for n, _ in points}) < 2:
+        return None
+    mn = sum(n for n, _ in points) / len(points)
+    mt = sum(t for _, t in points) / len(points)
+    slope = sum((n - mn) * (t - mt) for n, t in points) / sum((n - mn) ** 2 for n, _ in points)
+    return {"seconds_per_iteration": round(slope, 4), "points": sorted(points)}
+
+
+def overlap(session) -> int:
+    """Most runs that were alive at the same moment, from their events' wall-clock times."""
+    spans = []
+    for run in session.runs:
+        ts = [e["t"] for s in run.stages for e in s.events]
+        if ts and "identical variant" not in run.note:
+            spans.append((min(ts), max(ts)))
+    edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    best = cur = 0
+    for _, d in edges:
+        cur += d
+        best = max(best, cur)
+    return best

@@ -126,3 +126,17 @@ def test_cache_probe_shows_the_cold_compile_cost(tmp_path):
         return sum((r.get("duration_us") or 0) for st in run["stages"] for r in st["compile"]) / 1e6
     assert compile_s(base) > 2.0
     assert compile_s(warm) < 0.5 * compile_s(base), (compile_s(base), compile_s(warm))
+
+
+def test_fix_is_written_with_fix_and_warmup_cost_per_iteration_is_measured(tmp_path):
+    fix = tmp_path / "fixed.py"
+    out = tmp_path / "o"
+    res = cli("run", P / "warmup_cause.py", "--out", out, "--stages", "test", "--budget", "8", "--probes", "warmup",
+              "--fix", fix, "--sample-repeats", "2")
+    assert res.returncode == 1
+    s = json.loads((out / "session.json").read_text())
+    assert "range(1)" in fix.read_text() and "range(40)" not in fix.read_text()
+    compile(fix.read_text(), str(fix), "exec")
+    md = (out / "report.md").read_text()
+    per = float(md.split("Warmup costs about ")[1].split(" s per iteration")[0])
+    assert 0.08 < per < 0.2      # the planted cost is 0.1 s of sleep per iteration (plus the eager call)

@@ -101,6 +101,10 @@ def _evidence(s: Session) -> list[str]:
     out += ["", "† the phase was still open when the process died or was stopped.", ""]
     if s.probes:
         out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']} — {p['why']}" for p in s.probes] + [""]
+    w = summary.warmup_per_iteration(s)
+    if w:
+        pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
+        out += [f"Warmup costs about {w['seconds_per_iteration']:.3f} s per iteration (first call, {pts}).", ""]
     return out
 
 
@@ -215,7 +219,9 @@ def _environment(s: Session) -> list[str]:
             ("budgets", ", ".join(f"{k} {v:g} s" for k, v in h.get("budgets", {}).items())),
             ("compile caches", "cold at the start of every run (fresh empty directories), shared by that run's "
                                "stages; the `cache` probe reuses the baseline's"),
-            ("L2 flush", h.get("flush", "—")), ("concurrency", h.get("concurrency", "—"))]
+            ("L2 flush", h.get("flush", "—")),
+            ("concurrency", f"{h.get('concurrency', '—')}; at most {summary.overlap(s)} overlapped (phase times are "
+                            f"as each child saw them; no two timing loops overlapped)")]
     return ["## Environment", "", "| | |", "|---|---|"] + [f"| {k} | {v if v is not None else '—'} |"
                                                           for k, v in keys] + [""]
 

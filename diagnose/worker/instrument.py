@@ -66,7 +66,11 @@ class Instruments:
             return
         import fcntl
         with open(self.lock_path, "a+") as fh:
+            t0 = time.time()
             fcntl.flock(fh, fcntl.LOCK_SH)
+            waited = time.time() - t0
+            if waited > 0.01:
+                self.ch.emit("lock_wait", seconds=waited, shared=True, phase=None)
             try:
                 yield
             finally:
