@@ -121,7 +121,7 @@ def _finish(session, outdir: Path) -> None:
         want = flushes[0]["wanted"]
         session.harness["flush"] = "none (CPU)" if flushes[0]["device"] == "cpu" else (
             f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
-            (f", scaled down from the harness's {want / 2**30:.0f} GiB to fit the device's free memory"
+            (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
              if lo < want else ""))
     save_all(outdir, session)
 

@@ -125,7 +125,11 @@ def warmup_per_iteration(session) -> dict | None:
     mn = sum(n for n, _ in points) / len(points)
     mt = sum(t for _, t in points) / len(points)
     slope = sum((n - mn) * (t - mt) for n, t in points) / sum((n - mn) ** 2 for n, _ in points)
-    return {"seconds_per_iteration": round(slope, 4), "points": sorted(points)}
+    span = max(n for n, _ in points) - min(n for n, _ in points)
+    # The same floor the bisector uses: an effect smaller than this is not claimed.
+    from diagnose.bisector import NOISE_ABS, NOISE_REL
+    measurable = abs(slope * span) > max(NOISE_ABS, NOISE_REL * mt)
+    return {"seconds_per_iteration": round(slope, 4), "points": sorted(points), "measurable": measurable}
 
 
 def overlap(session) -> int:

@@ -104,7 +104,11 @@ def _evidence(s: Session) -> list[str]:
     w = summary.warmup_per_iteration(s)
     if w:
         pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
-        out += [f"Warmup costs about {w['seconds_per_iteration']:.3f} s per iteration (first call, {pts}).", ""]
+        if w["measurable"]:
+            out += [f"Warmup costs about {w['seconds_per_iteration']:.3f} s per iteration (first call, {pts}).", ""]
+        else:
+            out += [f"Warmup has no measurable cost per iteration: the first calls differ by less than the noise "
+                    f"({pts}).", ""]
     return out
 
 
