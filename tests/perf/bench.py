@@ -23,7 +23,7 @@ BASELINE = ROOT / "examples" / "baseline.py"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def timed(args: list[str], timeout: float = 590) -> tuple[float, int, Path]:
+def timed(args: list[str], timeout: float = float(os.environ.get("BENCH_TIMEOUT", 590))) -> tuple[float, int, Path]:
     out = Path(tempfile.mkdtemp(prefix="bench-"))
     t0 = time.perf_counter()
     rc = subprocess.run([sys.executable, "-m", "diagnose", *args, "--out", str(out)], env=ENV, cwd=ROOT,
