@@ -10,7 +10,6 @@ import json
 from dataclasses import asdict, dataclass, field, fields
 
 SCHEMA_VERSION = 1
-STATUSES = ("ok", "timeout", "crash", "wrong", "at_risk")
 FAILURES = ("timeout", "crash", "wrong")
 
 

@@ -143,7 +143,3 @@ class Instruments:
                 inst._capture_depth -= 1
 
         cls.capture_begin, cls.capture_end = capture_begin, capture_end
-
-
-def now() -> float:
-    return time.time()
