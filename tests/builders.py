@@ -48,7 +48,7 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
 
 
 def session(runs, scan=SCAN) -> Session:
-    return Session(submission={"path": "/work/sub.py", "name": "sub.py", "sha256": "x", "source": SOURCE},
+    return Session(submission={"path": "kernels/sub.py", "name": "sub.py", "sha256": "x", "source": SOURCE},
                    task={"name": "fp8-dual-gemm", "shape_set": "full"},
                    harness={"name": "gpumode", "depth": "predict", "stages": list(BUDGETS), "budgets": BUDGETS},
                    command=["diagnose", "run", "sub.py"], created="2026-11-21T00:00:00+00:00", tool_version="0.1.0",
