@@ -118,7 +118,6 @@ def _site(session: Session, probe: str) -> dict | None:
     return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
 
 
-
 def _singles(session: Session) -> list[Run]:
     return [r for r in session.runs if r.probe and not r.switches.get("combination")
             and not r.switches.get("repeat") and "+" not in r.probe]

@@ -53,6 +53,7 @@ class Engine:
         self._finished: dict[str, threading.Event] = {}   # run id -> set once its stages are final
         self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-cache-"))
         self._gpu_cycle = itertools.cycle(opts.gpus or [None])
+        self.scan = scan_source(sub.source, sub.tree)
 
     def save(self) -> None:
         with self.lock:
@@ -121,7 +122,7 @@ class Engine:
 
     # -- the diagnosis ---------------------------------------------------------------------------------
     def plan(self, baseline: Run | None, names: list[str]):
-        ctx = PlanContext(self.sub.source, scan_source(self.sub.source, self.sub.tree), self.opts.gpu, baseline)
+        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
         chosen = self.opts.probes or [m.INFO.name for m in REGISTRY]
         return {m.INFO.name: m.plan(ctx) for m in REGISTRY if m.INFO.name in chosen and m.INFO.name in names}
 
@@ -137,8 +138,8 @@ class Engine:
                 jobs = self._submit(early)
                 baseline = base[0].result()
                 late = self.plan(baseline, AFTER_BASELINE)
-                plans = {n: p for n, p in {**early, **late}.items()}
-                plans = {m.INFO.name: plans[m.INFO.name] for m in REGISTRY if m.INFO.name in plans}
+                merged = {**early, **late}
+                plans = {m.INFO.name: merged[m.INFO.name] for m in REGISTRY if m.INFO.name in merged}
                 s.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
                              "toggles": [t.label for t in p.toggles]} for n, p in plans.items()]
                 self.save()

@@ -4,6 +4,7 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
+from diagnose.bisector import NOISE_ABS, NOISE_REL, geomean, steady_us
 from diagnose.session import Run, StageResult
 
 
@@ -60,7 +61,6 @@ def run_row(run: Run) -> dict:
     fc = next((first_call(s) for s in stages if first_call(s)), None)
     caps = [c for s in stages for c in s.captures if c["origin"] == "outer"]
     cap_s = sum((c["end_s"] or c["start_s"]) - c["start_s"] for c in caps)
-    from diagnose.bisector import geomean, steady_us
     steady = steady_us(run)
     worst = None
     for s in stages:
@@ -127,7 +127,6 @@ def warmup_per_iteration(session) -> dict | None:
     slope = sum((n - mn) * (t - mt) for n, t in points) / sum((n - mn) ** 2 for n, _ in points)
     span = max(n for n, _ in points) - min(n for n, _ in points)
     # The same floor the bisector uses: an effect smaller than this is not claimed.
-    from diagnose.bisector import NOISE_ABS, NOISE_REL
     measurable = abs(slope * span) > max(NOISE_ABS, NOISE_REL * mt)
     return {"seconds_per_iteration": round(slope, 4), "points": sorted(points), "measurable": measurable}
 

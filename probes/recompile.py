@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
+from diagnose import summary
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.compile_mode import set_kw
 
@@ -16,14 +17,7 @@ INFO = ProbeInfo("recompile", "recompiles per new shape or value",
 
 
 def recompiles(run) -> list[dict]:
-    out = []
-    for st in (run.stages if run else []):
-        for rec in st.compile:
-            cid = str(rec.get("compile_id") or "")
-            if "/" in cid and cid.split("/")[-1].isdigit() and int(cid.split("/")[-1]) > 0:
-                out.append({"stage": st.name, "phase": rec.get("phase"), "compile_id": cid,
-                            "reason": rec.get("recompile_reason")})
-    return out
+    return [{"stage": st.name, **r} for st in (run.stages if run else []) for r in summary.recompiles(st)]
 
 
 def failed_on_limit(run) -> bool:

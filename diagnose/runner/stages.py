@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import diagnose
+from diagnose.runner import TOOL_ROOT
 from diagnose.runner.isolate import python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import FAILURES, Run, StageResult
@@ -23,7 +23,6 @@ from diagnose.tasks.loader import Task
 # Every place torch, Inductor, Triton and CUDA keep compiled artefacts between processes.
 CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton_home",
              "PYTORCH_KERNEL_CACHE_PATH": "kernels", "CUDA_CACHE_PATH": "cuda"}
-PKG_ROOT = str(Path(diagnose.__file__).resolve().parent.parent)
 
 
 @dataclass
@@ -47,7 +46,7 @@ def child_env(cache_dir: Path, settings: RunSettings) -> dict:
     for var, sub in CACHE_ENV.items():
         (cache_dir / sub).mkdir(parents=True, exist_ok=True)
         env[var] = str(cache_dir / sub)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (PKG_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if settings.cuda_visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = settings.cuda_visible

@@ -9,20 +9,18 @@ import os
 import re
 
 from diagnose import harness
+from diagnose.runner import TOOL_ROOT
 from diagnose.runner.isolate import ChildResult
 from diagnose.session import Phase, StageResult
 
 _SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
 
 
-_TOOL_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-
-
 def tidy(text: str) -> str:
     """Shorten installation prefixes in stacks and tracebacks: '…/site-packages/torch/...' and
     '…/diagnose/worker/...' read the same on every machine, and a report attached to a ticket should not
     carry the host's directory layout."""
-    return _SITE_PACKAGES.sub(r"…/\1/", text or "").replace(_TOOL_ROOT, "…/")
+    return _SITE_PACKAGES.sub(r"…/\1/", text or "").replace(TOOL_ROOT + os.sep, "…/")
 
 
 _STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
@@ -162,7 +160,6 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     elif exc:
         st.status, st.phase = "crash", exc.get("phase")
         st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
-        st.exception["traceback"] = tidy(st.exception["traceback"])
         st.site = frames_site(exc.get("frames"), submission_file)
         msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
         st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
