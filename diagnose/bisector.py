@@ -1,31 +1,40 @@
-"""Combine the baseline and the probe runs into ranked causes and a verified fix.
+"""Combine the baseline and the probe runs into ranked causes, cleared suspects, inconclusive suspects and
+a verified fix.
 
-Pure: it reads runs and, to search interactions, calls `fails(keep) -> bool` ("with only these suspects
-left in, does the failure come back?"), which the engine answers by running a combined variant.
+Two steps. `search` finds the minimal set of suspects behind a failure; to test a combination it calls
+`fails(keep) -> bool` ("with only these suspects left in, does the same failure come back?"), which the
+engine answers by running a combined variant. `conclude` is pure: it reads the session's runs and the
+search's result and writes the typed conclusions.
 
-Ranking: changing the outcome comes before saving time; more time saved before less. A time difference
-is claimed only when it is larger than the measured spread (or, with one sample, than a floor of 5 % and
-0.25 s): CPU and GPU hosts are noisy, and an invented cause costs the user more than a missed one.
+What a run may count for (evidence.py has the timing rules):
+- a toggle whose edited lines never executed tested nothing: its suspect is inconclusive;
+- a variant that fails in a way the baseline did not, at or before the baseline's failure point, is a
+  broken toggle (a NameError from the edit, say): inconclusive, shown with its diff, never weighed;
+- a time-based result that could not be confirmed alone is reported as unconfirmed;
+- a flaky variant (its solo rerun ended differently) supports nothing.
+
+Ranking: changing the outcome comes before saving time. Among toggles that each fix the failure alone,
+the one that names the mechanism (recompiling on every call, a mode's own CUDA graphs) ranks above the
+blunt one (compile off); the others are listed as alternative fixes with their steady-state cost. A time
+difference is claimed only when it is larger than the noise, and confidence follows the effect against
+the noise.
 """
 from __future__ import annotations
 
 import math
 import statistics
 
-from diagnose.session import FAILURES, Run, Session
+from diagnose import evidence
+from diagnose.evidence import NOISE_ABS, NOISE_REL, effective
+from diagnose.measures import geomean, stage_seconds, steady_us
+from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Fix, FixCost, Inconclusive,
+                              Role, Run, Session, Status)
+from probes import BY_NAME, ORDER
 
-NOISE_REL, NOISE_ABS = 0.05, 0.25
-ORDER = ["graph_capture", "compile_mode", "recompile", "fullgraph", "warmup", "import_init", "cache"]
-WORDS = {"crash": "the crash", "timeout": "the timeout", "wrong": "the wrong result", "at_risk": "the budget risk"}
-DESCRIBE = {
-    "graph_capture": "an outer CUDA graph capture around a compiled function",
-    "compile_mode": "torch.compile (its mode, or compiling at all)",
-    "recompile": "recompiling for every new shape",
-    "fullgraph": "fullgraph=True",
-    "warmup": "the warmup iteration count",
-    "import_init": "work done at import",
-    "cache": "a cold compile cache",
-}
+WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
+         Status.AT_RISK: "the budget risk", Status.TAMPERED: "the tampering"}
+BROKEN_TYPES = ("NameError", "SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError",
+                "UnboundLocalError", "AttributeError")
 
 
 def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
@@ -58,29 +67,9 @@ def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
 
 # -- measurements derived from runs -------------------------------------------------------------------
 
-def steady_us(run: Run) -> dict[str, float]:
-    """Median per-call microseconds per benchmark case (benchmark stage, else leaderboard)."""
-    for name in ("benchmark", "leaderboard"):
-        st = run.stage(name)
-        if st and st.timing:
-            return {c: statistics.median(t["per_call_s"]) * 1e6 for c, t in st.timing.items()}
-    return {}
-
-
-def geomean(values) -> float | None:
-    vals = [v for v in values if v > 0]
-    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
-
-
-def stage_seconds(run: Run) -> dict[str, float]:
-    """Seconds each stage took or is predicted to take (the prediction where there is one)."""
-    return {s.name: (s.predicted_s if s.predicted_s is not None else s.wall_s) for s in run.stages
-            if s.status not in ("skipped",)}
-
-
 def _same_variant(session: Session, run: Run) -> list[Run]:
-    return [r for r in session.runs if r.source_sha == run.source_sha and r.switches.get("warm_cache") ==
-            run.switches.get("warm_cache")]
+    return [r for r in session.runs if r.source_sha == run.source_sha and r.role in (run.role, Role.REPEAT)
+            and r.switches.get("warm_cache") == run.switches.get("warm_cache") and r.outcome not in NO_EVIDENCE]
 
 
 def _spread(values: list[float]) -> float:
@@ -88,17 +77,15 @@ def _spread(values: list[float]) -> float:
 
 
 def seconds_saved(session: Session, base: Run, run: Run) -> dict[str, dict]:
-    """Per stage: median seconds saved, the noise it must beat, and the budget; only stages where the
-    baseline got at least as far as the variant."""
+    """Per stage: median seconds saved, the noise it must beat, and the budget; only stages both ran."""
     out = {}
     bases, variants = _same_variant(session, base), _same_variant(session, run)
     for st in run.stages:
         b = base.stage(st.name)
-        if not b or b.status == "skipped" or st.status == "skipped":
+        if not b or b.status in (Status.SKIPPED,) + NO_EVIDENCE or st.status in (Status.SKIPPED,) + NO_EVIDENCE:
             continue
-        bv = [stage_seconds(r).get(st.name) for r in bases]
-        vv = [stage_seconds(r).get(st.name) for r in variants]
-        bv, vv = [x for x in bv if x is not None], [x for x in vv if x is not None]
+        bv = [x for x in (stage_seconds(r).get(st.name) for r in bases) if x is not None]
+        vv = [x for x in (stage_seconds(r).get(st.name) for r in variants) if x is not None]
         if not bv or not vv:
             continue
         saved = statistics.median(bv) - statistics.median(vv)
@@ -108,163 +95,335 @@ def seconds_saved(session: Session, base: Run, run: Run) -> dict[str, dict]:
     return out
 
 
-# -- the analysis ---------------------------------------------------------------------------------------
+# -- how a variant compares with the baseline -----------------------------------------------------------
 
-def _site(session: Session, probe: str) -> dict | None:
-    suspect = {"graph_capture": "capture", "compile_mode": "compile", "fullgraph": "compile",
-               "recompile": "compile", "warmup": "warmup", "import_init": "import_init",
-               "cache": "compile"}.get(probe)
-    hit = next((s for s in session.scan if s["suspect"] == suspect), None)
-    return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
+def failure_point(run: Run) -> tuple[int, str] | None:
+    """(stage index, stage name) of the run's failure."""
+    st = run.failed_stage
+    if st is None:
+        return None
+    return [s.name for s in run.stages].index(st.name), st.name
+
+
+def broken_by_edit(run: Run) -> str | None:
+    """The variant failed because the edit broke the program: an error type an edit makes, raised at an
+    edited line or before the code could run. Returns the error, or None."""
+    st = run.failed_stage
+    if not st or st.status != Status.CRASH or not st.exception:
+        return None
+    typ = st.exception.get("type") or ""
+    if typ not in BROKEN_TYPES:
+        return None
+    at_edit = bool(st.site and st.site.get("line") in set(run.watched))
+    return f"{typ} at line {st.site['line']}" if at_edit or not st.site else f"{st.message}"
+
+
+def compare(session: Session, base: Run, run: Run) -> str:
+    """'same' failure as the baseline, 'fixed', 'different' (failed otherwise), 'broken' (the edit broke
+    the program), or 'unknown' (it says nothing: not run, interrupted, flaky, never exercised)."""
+    e, b = effective(session, run), effective(session, base)
+    if e.outcome in NO_EVIDENCE or b.outcome in NO_EVIDENCE or e.flaky:
+        return "unknown"
+    if run.exercised is False:
+        return "unknown"
+    bp, rp = failure_point(base), failure_point(run)
+    if e.outcome in FAILURES:
+        base_err = (base.failed_stage.exception or {}).get("type") if base.failed_stage else None
+        err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
+        if broken_by_edit(run) and err != base_err:
+            return "broken"
+        if b.outcome == e.outcome and bp and rp and bp[1] == rp[1]:
+            return "same"
+        if bp is None or rp is None or rp[0] <= bp[0]:
+            return "different"
+        return "fixed"     # it got past the baseline's failure and failed later, on something else
+    if b.outcome == Status.AT_RISK:
+        return "fixed" if e.outcome == Status.OK else "same"
+    return "fixed" if b.outcome in FAILURES else "same"
 
 
 def _singles(session: Session) -> list[Run]:
-    return [r for r in session.runs if r.probe and not r.switches.get("combination")
-            and not r.switches.get("repeat") and "+" not in r.probe]
+    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME]
 
 
-def analyze(session: Session, removers: list[str], fails, prefetch=None) -> None:
-    """Fill session.causes, session.cleared (suspects verified not to matter) and session.fix."""
+def _failing(session: Session, base: Run) -> bool:
+    return effective(session, base).outcome in FAILURES + (Status.AT_RISK,)
+
+
+def _toggle_rank(run: Run) -> int:
+    t = next((t for t in BY_NAME[run.probe].INFO.ranks if t in (run.toggle or "")), None)
+    return BY_NAME[run.probe].INFO.ranks[t] if t else 1
+
+
+# -- search ---------------------------------------------------------------------------------------------
+
+def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
+    """Find the minimal set of suspects behind the baseline's failure and record it in
+    session.bisection. Single toggles that fix it alone are each necessary, so when the failure comes
+    back with only those left in, they are the minimal set and one round settles it; otherwise delta
+    debugging searches them all. Both ends are checked first: with every suspect in it must fail, with
+    every suspect out it must not."""
     base = session.baseline
-    session.causes, session.fix = [], None
-    session.cleared = []
-    if base is None or not base.stages:
+    session.bisection = {"removers": list(removers), "minimal": [], "checked": False}
+    if base is None or not _failing(session, base):
+        return
+    fixing = _fixing_probes(session, base)
+    if len(fixing) == 1 or not removers:
+        session.bisection["minimal"] = fixing[:1]
+        return
+    ordered = sorted(removers, key=ORDER.index)
+    known = [p for p in fixing if p in ordered]
+    if prefetch:
+        prefetch([ordered, [], known] if known else [ordered, []])
+    if fails(ordered) and not fails([]):
+        session.bisection["checked"] = True
+        session.bisection["minimal"] = known if known and fails(known) else ddmin(ordered, fails, prefetch)
+
+
+def _fixing_probes(session: Session, base: Run) -> list[str]:
+    """Probes with a single toggle that fixes the failure alone, less those that fix it only bluntly by
+    removing what another fixing suspect requires (compile off, beside dynamic=True)."""
+    fixers = [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == "fixed"]
+    probes = {r.probe for r in fixers}
+    blunt = {p for p in probes if all(_toggle_rank(r) == 0 for r in fixers if r.probe == p)}
+    subsumed = {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
+    return sorted(probes - subsumed, key=ORDER.index)
+
+
+# -- conclusions ------------------------------------------------------------------------------------------
+
+def conclude(session: Session) -> None:
+    """Fill causes, cleared, inconclusive and fix from the runs and the search's result."""
+    session.causes, session.cleared, session.inconclusive, session.fix = [], [], [], None
+    base = session.baseline
+    if base is None or not base.stages or effective(session, base).outcome in NO_EVIDENCE:
         return
     singles = _singles(session)
-    failing = base.outcome in FAILURES or base.outcome == "at_risk"
-    causes: list[dict] = []
-    # A fixer takes the failure away: a crash that became 'at_risk' is fixed, though not yet a fix.
-    fixed = ("ok",) if base.outcome == "at_risk" else ("ok", "at_risk")
-    fixers = [r for r in singles if r.outcome in fixed and not r.switches.get("warm_cache")] if failing else []
-    fixing_probes = sorted({r.probe for r in fixers}, key=ORDER.index)
+    verdicts = {r.id: compare(session, base, r) for r in singles}
+    _inconclusive(session, base, singles, verdicts)
+    failing = _failing(session, base)
+    causes: list[Cause] = []
     minimal: list[str] = []
     if failing:
-        if fails and removers and (len(fixing_probes) >= 2 or not fixing_probes):
-            ordered = sorted(removers, key=ORDER.index)
-            known = [p for p in fixing_probes if p in ordered]
-            # Each suspect whose removal alone fixes the failure is necessary. So when the failure still
-            # comes back with only those left in, they are the minimal set, and one round settles it;
-            # otherwise delta debugging searches all of them. Both ends are checked first: with every
-            # suspect in it must fail (the baseline, unless flaky), with every suspect out it must not.
-            if prefetch:
-                prefetch([ordered, [], known] if known else [ordered, []])
-            if fails(ordered) and not fails([]):
-                minimal = known if known and fails(known) else ddmin(ordered, fails, prefetch)
-        elif len(fixing_probes) == 1:
-            minimal = fixing_probes
+        fixers = [r for r in singles if verdicts[r.id] == "fixed" and BY_NAME[r.probe].INFO.fixes]
+        # The search's combinations decide an interaction; a single fixing suspect decides itself (and
+        # is recomputed here, as solo confirmations may have changed which singles fix it).
+        fixing = _fixing_probes(session, base)
+        minimal = list(session.bisection.get("minimal") or []) if session.bisection.get("checked") else \
+            (fixing if len(fixing) == 1 else [])
         if minimal:
             causes.append(_outcome_cause(session, base, minimal, fixers))
-        elif base.outcome in FAILURES and singles:
+        elif effective(session, base).outcome in FAILURES and any(v != "unknown" for v in verdicts.values()):
             causes.append(_unfixed_cause(session, base))
-    # Time savers: runs that kept or reached 'ok' and saved more than the noise somewhere. A healthy
-    # submission gets none: saving time it does not need is not a cause.
-    for r in (singles if failing else []):
-        if r.probe in minimal or r.outcome != "ok" or r.switches.get("warm_cache") or failing and r in fixers:
-            continue
-        saved = seconds_saved(session, base, r)
-        best = max((v["saved_s"] for v in saved.values() if v["claimed"]), default=0.0)
-        if best > 0:
-            causes.append({"suspects": [r.probe], "site": _site(session, r.probe), "changes_outcome": False,
-                           "seconds_saved": saved, "evidence": [base.id, r.id], "confidence": "medium",
-                           "toggle": r.toggle, "narrative": f"{r.toggle} saves {best:.1f} s "
-                           f"({', '.join(k for k, v in saved.items() if v['claimed'])}) without changing the outcome."})
-    causes.sort(key=lambda c: (not c["changes_outcome"],
-                               -max([v["saved_s"] for v in c["seconds_saved"].values() if v["claimed"]] or [0])))
+        causes += _time_savers(session, base, singles, verdicts, minimal)
+    causes.sort(key=lambda c: (not c.changes_outcome, -max([v["saved_s"] for v in c.seconds_saved.values()
+                                                             if v["claimed"]] or [0])))
     for i, c in enumerate(causes, 1):
-        c["rank"] = i
+        c.rank = i
     session.causes = causes
-    session.cleared = _cleared(session, base, singles, minimal, failing)
+    blamed = {p for c in causes for p in c.suspects}
+    session.cleared = _cleared(session, base, singles, verdicts, blamed, failing)
     session.fix = _fix(session, base)
 
 
-def _describe(probe: str, fixers: list[Run]) -> str:
-    """Name the suspect by what its fixing toggles show: dropping only the CUDA graphs of the mode fixed
-    it, so the mode's own CUDA graphs are the suspect, not compiling as such."""
-    labels = {r.toggle for r in fixers if r.probe == probe}
-    if probe == "compile_mode" and any("no CUDA graphs" in t or "no-cudagraphs" in t for t in labels):
-        return "a compile mode that records its own CUDA graphs (max-autotune, reduce-overhead)"
-    return DESCRIBE[probe]
+def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dict) -> None:
+    by_probe: dict[str, list[Run]] = {}
+    for r in singles:
+        by_probe.setdefault(r.probe, []).append(r)
+    for probe, runs in by_probe.items():
+        if any(verdicts[r.id] in ("same", "fixed", "different") for r in runs):
+            continue
+        reasons = []
+        for r in runs:
+            e = effective(session, r)
+            if e.outcome in NO_EVIDENCE:
+                reasons.append(f"{r.toggle}: not run to the end ({e.outcome})")
+            elif e.flaky:
+                reasons.append(f"{r.toggle}: {e.note}")
+            elif r.exercised is False:
+                reasons.append(f"{r.toggle}: the run failed before reaching L{', L'.join(map(str, r.watched))} "
+                               f"(the edited lines never executed), so it tested nothing")
+            elif verdicts[r.id] == "broken":
+                reasons.append(f"{r.toggle}: the edit broke the program ({broken_by_edit(r)}), so its result is "
+                               f"not weighed")
+        session.inconclusive.append(Inconclusive(probe=probe, reason="; ".join(reasons) or "no usable run",
+                                                 evidence=[r.id for r in runs]))
 
 
-def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> dict:
-    what = WORDS.get(base.outcome, base.outcome)
-    by = {p: [r for r in fixers if r.probe == p] for p in minimal}
-    fixed_by = [r.toggle for p in minimal for r in by[p]]
+def _describe(probe: str, toggles: list[str]) -> str:
+    mod = BY_NAME[probe]
+    return mod.describe(toggles) if hasattr(mod, "describe") else mod.INFO.describe
+
+
+def _site(session: Session, probe: str) -> dict | None:
+    kinds = BY_NAME[probe].INFO.sites
+    hit = next((s for s in session.scan if s["suspect"] in kinds), None)
+    return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
+
+
+def _confidence(session: Session, runs: list[Run]) -> tuple[Confidence, bool]:
+    effs = [effective(session, r) for r in runs]
+    confirmed = all(e.confirmed for e in effs)
+    if any(e.flaky for e in effs):
+        return Confidence.LOW, False
+    return (Confidence.HIGH if confirmed else Confidence.MEDIUM), confirmed
+
+
+def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> Cause:
+    what = WORDS.get(effective(session, base).outcome, str(base.outcome))
+    by = {p: sorted([r for r in fixers if r.probe == p], key=_toggle_rank, reverse=True) for p in minimal}
+    combos = [r for r in session.runs if r.role == Role.COMBINATION and r.outcome not in NO_EVIDENCE]
     if len(minimal) > 1:
-        narrative = (f"{what.capitalize()} needs all of: " + " × ".join(_describe(p, fixers) for p in minimal) +
-                     f". Taking away any one of them fixes it ({'; '.join(fixed_by) or 'verified by the combination runs'}).")
+        named = " × ".join(_describe(p, [r.toggle for r in by[p]]) for p in minimal)
+        fixed_by = [r.toggle for p in minimal for r in by[p][:1]]
+        narrative = (f"{what.capitalize()} needs all of: {named}. Taking away any one of them fixes it "
+                     f"({'; '.join(fixed_by) or 'shown by the combination runs'}).")
     else:
-        d = _describe(minimal[0], fixers)
-        narrative = f"{d[0].upper() + d[1:]} causes {what}: " + \
-                    (f"{'; '.join(fixed_by)} fixes it." if fixed_by else "removing it fixes it.")
-    best = min(fixers, key=lambda r: geomean(steady_us(r).values()) or math.inf, default=None)
-    consistent = all(r.outcome == base.outcome for r in _same_variant(session, base))
-    return {"suspects": minimal, "site": _site(session, minimal[0]),
-            "sites": [s for s in (_site(session, p) for p in minimal) if s], "changes_outcome": True,
-            "seconds_saved": seconds_saved(session, base, best) if best else {},
-            "evidence": [base.id] + [r.id for r in fixers if r.probe in minimal] +
-                        [r.id for r in session.runs if r.switches.get("combination")],
-            "confidence": "high" if consistent and fixed_by else "medium", "narrative": narrative}
+        p = minimal[0]
+        d = _describe(p, [r.toggle for r in by[p]])
+        lead = by[p][0] if by[p] else None
+        narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} fixes it." if lead else
+                                                                 "removing it fixes it.")
+        reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
+        if reason:
+            narrative += f" {reason}"
+    deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 else [])
+    conf, confirmed = _confidence(session, deciding)
+    alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=_toggle_rank, reverse=True)
+                    if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]
+    best = min((r for p in minimal for r in by[p]), key=lambda r: geomean(steady_us(r).values()) or math.inf,
+               default=None)
+    return Cause(rank=0, suspects=minimal, kind="mechanism", narrative=narrative, confidence=conf,
+                 changes_outcome=True, evidence=[r.id for r in deciding], site=_site(session, minimal[0]),
+                 sites=[s for s in (_site(session, p) for p in minimal) if s],
+                 seconds_saved=seconds_saved(session, base, best) if best else {}, confirmed=confirmed,
+                 alternatives=alternatives)
 
 
-def _unfixed_cause(session: Session, base: Run) -> dict:
+def _user_site(session: Session, site: dict | None) -> dict | None:
+    """A site in the run's copy of the submission, as the user's own file and line."""
+    if not site:
+        return None
+    from diagnose.summary import source_line
+    return {"file": session.submission.get("path"), "line": site["line"], "code": source_line(session, site["line"]),
+            "func": site.get("func")}
+
+
+def _unfixed_cause(session: Session, base: Run) -> Cause:
     st = base.failed_stage
-    site = st.site
+    site = _user_site(session, st.site)
     in_suspect = None
     if site:
         for s in session.scan:
             if s["line"] <= site["line"] <= s["end_line"]:
                 in_suspect = s
-    moved = next((r for r in _singles(session) if r.probe == "import_init"), None)
-    if st.status == "timeout" and in_suspect and in_suspect["suspect"] == "import_init" or (
-            moved and moved.outcome == st.status and st.phase == "submission_import"):
+    moved = next((r for r in _singles(session) if r.probe == "import_init" and r.outcome not in NO_EVIDENCE), None)
+    conf, confirmed = _confidence(session, [base])
+    if st.status == Status.TIMEOUT and (in_suspect and in_suspect["suspect"] == "import_init" or (
+            moved and moved.outcome == st.status and st.phase == "submission_import")):
         sec = st.phase_s("submission_import")
         narrative = (f"The work itself is too slow: {sec:.1f} s at import (line {site['line'] if site else '?'}), "
                      f"and deferring it only moves it to the first call" +
                      (f" ({moved.id}: {moved.outcome})." if moved else "."))
-        return {"suspects": ["import_init"], "site": _site(session, "import_init"), "changes_outcome": False,
-                "seconds_saved": {}, "evidence": [base.id] + ([moved.id] if moved else []),
-                "confidence": "medium", "narrative": narrative}
+        return Cause(rank=0, suspects=["import_init"], kind="too_slow", narrative=narrative, confidence=conf,
+                     changes_outcome=False, evidence=[base.id] + ([moved.id] if moved else []),
+                     site=_site(session, "import_init"), confirmed=confirmed)
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
-    kind = "hangs" if st.status == "timeout" else f"fails ({st.status})"
-    return {"suspects": [in_suspect["suspect"]] if in_suspect else [], "site": site, "changes_outcome": False,
-            "seconds_saved": {}, "evidence": [base.id], "confidence": "high" if site else "medium",
-            "narrative": f"The submission {kind} at {where} in {st.name}/{st.phase}; no probe toggle "
-                         f"and no combination of them changed that: the cause is in that code itself."}
+    kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status})"
+    return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
+                 narrative=f"The submission {kind} at {where} in {st.name}/{st.phase}; no probe toggle and no "
+                           f"combination of them changed that: the cause is in that code itself.",
+                 changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
 
 
-def _cleared(session: Session, base: Run, singles: list[Run], minimal: list[str], failing: bool) -> list[dict]:
+def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict, minimal: list[str]) -> list[Cause]:
+    """Runs that kept the outcome (or reached 'ok') and saved more than the noise somewhere. A healthy
+    submission gets none: saving time it does not need is not a cause."""
     out = []
-    for probe in sorted({r.probe for r in singles} - set(minimal), key=ORDER.index):
-        runs = [r for r in singles if r.probe == probe]
-        if failing and all(r.outcome == base.outcome for r in runs):
-            out.append({"probe": probe, "toggles": [r.toggle for r in runs], "outcome": base.outcome,
-                        "narrative": f"{', '.join(r.toggle for r in runs)}: still {base.outcome} — "
-                                     f"{DESCRIBE[probe]} is not the cause."})
+    for r in singles:
+        if r.probe in minimal or effective(session, r).outcome != Status.OK or r.switches.get("warm_cache") \
+                or verdicts[r.id] in ("fixed", "unknown", "broken"):
+            continue
+        saved = seconds_saved(session, base, r)
+        claimed = {k: v for k, v in saved.items() if v["claimed"] and v["saved_s"] > 0}
+        if not claimed:
+            continue
+        k, v = max(claimed.items(), key=lambda kv: kv[1]["saved_s"])
+        ratio = v["saved_s"] / v["noise_s"]
+        conf = Confidence.HIGH if ratio >= 4 else Confidence.MEDIUM if ratio >= 2 else Confidence.LOW
+        out.append(Cause(rank=0, suspects=[r.probe], kind="mechanism", confidence=conf, changes_outcome=False,
+                         narrative=f"{r.toggle} saves {v['saved_s']:.1f} s in {k} (noise ±{v['noise_s']:.1f} s) "
+                                   f"without changing the outcome.",
+                         evidence=[base.id, r.id], site=_site(session, r.probe), seconds_saved=saved))
     return out
 
 
-def _fix(session: Session, base: Run) -> dict | None:
-    if base.outcome == "ok":
+def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, blamed: set, failing: bool) -> list[Cleared]:
+    out = []
+    if not failing:
+        return out
+    for probe in sorted({r.probe for r in singles} - blamed, key=ORDER.index):
+        runs = [r for r in singles if r.probe == probe]
+        used = [r for r in runs if verdicts[r.id] == "same"]
+        if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
+            continue
+        conf = all(effective(session, r).confirmed for r in used + [base])
+        skipped = [r.toggle for r in runs if r not in used]
+        note = f" ({', '.join(skipped)} tested nothing: see inconclusive)" if skipped else ""
+        out.append(Cleared(probe=probe, toggles=[r.toggle for r in used], outcome=effective(session, base).outcome,
+                           narrative=f"{', '.join(r.toggle for r in used)}: still {base.outcome} — "
+                                     f"{BY_NAME[probe].INFO.describe} is not the cause{note}.",
+                           evidence=[base.id] + [r.id for r in used], confirmed=conf))
+        session.inconclusive = [i for i in session.inconclusive if i.probe != probe]
+    return out
+
+
+def _fix(session: Session, base: Run) -> Fix | None:
+    if effective(session, base).outcome == Status.OK:
         return None
-    # A fix must have gone through every stage the baseline was given (a bisector run that stopped at the
-    # failing stage has not shown that it fits the later budgets).
+    # A fix must have gone through every stage the baseline was given (a run that stopped at the failing
+    # stage has not shown that it fits the later budgets), and may not be a doubtful pass.
     wanted = [s.name for s in base.stages]
-    good = [r for r in session.runs if r.outcome == "ok" and r.variant and not r.switches.get("warm_cache")
-            and [s.name for s in r.stages] == wanted and all(s.status == "ok" for s in r.stages)]
+    good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
+            and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
+            and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
+            and [s.name for s in r.stages] == wanted and all(s.status == Status.OK for s in r.stages)
+            and effective(session, r).outcome == Status.OK]
     if not good:
         return None
-    scored = [(geomean(steady_us(r).values()) or math.inf, r) for r in good]
-    scored.sort(key=lambda x: x[0])
+    scored = sorted(((geomean(steady_us(r).values()) or math.inf, r) for r in good), key=lambda x: x[0])
     best_us, best = scored[0]
     seen, costs = set(), []
     for us, r in scored:
         if r.source_sha in seen:
             continue
         seen.add(r.source_sha)
-        costs.append({"run": r.id, "toggle": r.toggle, "probe": r.probe,
-                      "steady_us": round(us, 2) if us != math.inf else None,
-                      "per_case_us": {k: round(v, 2) for k, v in steady_us(r).items()},
-                      "delta_us": round(us - best_us, 2) if us != math.inf else None})
-    return {"diff": best.variant, "steady_us": round(best_us, 2) if best_us != math.inf else None,
-            "run": best.id, "toggle": best.toggle, "probe": best.probe, "costs": costs}
+        costs.append(FixCost(run=r.id, probe=r.probe, toggle=r.toggle,
+                             steady_us=round(us, 2) if us != math.inf else None,
+                             per_case_us={k: round(v, 2) for k, v in steady_us(r).items()},
+                             delta_us=round(us - best_us, 2) if us != math.inf and best_us != math.inf else None))
+    return Fix(diff=best.variant, steady_us=round(best_us, 2) if best_us != math.inf else None, run=best.id,
+               toggle=best.toggle, probe=best.probe, costs=costs)
+
+
+def doubtful_evidence(session: Session) -> list[Run]:
+    """Runs that a reported conclusion rests on and that need a solo rerun to be trusted."""
+    ids = [session.verdict.runs[0]] if session.verdict.runs else []
+    base = session.baseline
+    if base is not None:
+        ids.append(base.id)
+    for c in session.causes:
+        ids += c.evidence
+    for c in session.cleared:
+        ids += c.evidence
+    if session.fix:
+        ids.append(session.fix.run)
+    out, seen = [], set()
+    for rid in ids:
+        r = session.run(rid)
+        if r is None or rid in seen or r.role == Role.CONFIRM:
+            continue
+        seen.add(rid)
+        if evidence.run_doubt(r) and not evidence.confirmations(session, r):
+            out.append(r)
+    return out

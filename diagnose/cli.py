@@ -1,7 +1,8 @@
 """Command line: `diagnose run | check | probes | report`. The only module that writes files.
 
-Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk), 2 bad input or usage,
-130 / 143 interrupted by SIGINT / SIGTERM (the partial session and report are written first).
+Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk, tampering), 2 bad input or
+usage, 3 this machine cannot judge the submission (it needs a GPU this machine lacks), 130 / 143
+interrupted by SIGINT / SIGTERM (the partial session and report are written first).
 """
 from __future__ import annotations
 
@@ -27,7 +28,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                        "tested fix.")
 err = Console(stderr=True)
 out = Console()
-PROBLEM_EXIT = {"ok": 0, "timeout": 1, "crash": 1, "wrong": 1, "at_risk": 1, "incomplete": 1}
 
 
 def _fail(msg: str) -> None:
@@ -68,8 +68,8 @@ def _prepare(submission: Path, problem, task, budget, stages, full, max_rss, kee
     from diagnose.submission import load_submission
     from diagnose.tasks.loader import load_task
     for flag, val in (("--budget", budget), ("--compile-budget", compile_budget), ("--max-rss", max_rss)):
-        if val is not None and val <= 0:
-            raise BadInput(f"{flag} must be a positive number, got {val:g}")
+        if val is not None and not (val > 0 and val != float("inf")):
+            raise BadInput(f"{flag} must be a finite positive number, got {val:g}")
     sub = load_submission(submission)
     gpu = device.has_gpu()
     t = load_task(problem, task, small=small if small is not None else not gpu)
@@ -108,39 +108,25 @@ def _out_dir(out_opt: Optional[Path], stem: str) -> Path:
 
 
 def _finish(session, outdir: Path) -> None:
-    from diagnose import summary
     from diagnose.output import save_all
-    session.verdict = summary.verdict(session)
     events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
     env = next((e for e in events if e["k"] == "env"), None)
     if env:
-        session.environment = {k: v for k, v in env.items() if k not in ("k", "t")}
+        session.environment = {k: v for k, v in env.items() if k not in ("k", "t", "pid")}
     flushes = [e for e in events if e["k"] == "flush"]
     if flushes:
         lo, hi = min(e["bytes"] for e in flushes), max(e["bytes"] for e in flushes)
         want = flushes[0]["wanted"]
-        session.harness["flush"] = "none (CPU)" if flushes[0]["device"] == "cpu" else (
+        session.harness["flush"] = "none (CPU)" if flushes[0].get("device") == "cpu" else (
             f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
             (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
              if lo < want else ""))
     save_all(outdir, session)
 
 
-def _summary(session, outdir: Path) -> None:
-    v = session.verdict
-    style = "green" if v["status"] == "ok" else "red"
-    out.print(f"\n[bold {style}]{v['status'].upper()}[/] {v.get('message', '')}", highlight=False)
-    if v.get("site"):
-        out.print(f"  at {v['site']['file']}:{v['site']['line']}  {v['site']['code']}", highlight=False)
-    for c in session.causes[:3]:
-        out.print(f"  {c['rank']}. [bold]{' × '.join(c['suspects']) or 'unknown'}[/]: {c['narrative']}",
-                  highlight=False)
-    for c in session.cleared:
-        out.print(f"  not the cause: {c['probe']}", highlight=False)
-    if session.fix:
-        us = session.fix["steady_us"]
-        out.print(f"  fix: {session.fix['toggle']}" + (f" ({us:.1f} µs per call)" if us else ""), highlight=False)
-    out.print(f"  report: {outdir / 'report.md'}", highlight=False)
+def _print(lines) -> None:
+    for line in lines:
+        out.print(line, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -167,6 +153,7 @@ def run(
     """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
     from diagnose.engine import Engine, Options
     from diagnose.live import LiveState
+    from diagnose.runner.stages import StageRunner
     from probes import BY_NAME
     try:
         if repeat < 1 or (jobs is not None and jobs < 1) or sample_repeats < 2:
@@ -195,22 +182,22 @@ def run(
         with save_lock:
             _finish(s, outdir)
     with _Signals() as sig:
-        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, gpus=gpu_ids, bisect=names != [])
-        if names == []:
-            opts.probes = ["__none__"]
-        eng = Engine(sub, session, settings, opts, on_save=save, on_event=live_state.on_event, stop=sig.stop,
+        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, bisect=names != [])
+        runner = StageRunner(settings, gpus=gpu_ids or [None], concurrent=njobs > 1, on_event=live_state.on_event)
+        eng = Engine(sub, session, settings.stages, opts, runner, on_save=save, stop=sig.stop,
                      on_run_done=live_state.on_run_done)
         with Live(live_state, console=err, refresh_per_second=4, transient=True):
             eng.diagnose()
     save(session)
     if fix and session.fix:
         from diagnose.output import write_atomic
-        write_atomic(fix, eng.sources[session.fix["run"]])
-    _summary(session, outdir)
+        write_atomic(fix, eng.sources[session.fix.run])
+    from diagnose.renderers.console import exit_code, run_summary
+    _print(run_summary(session, str(outdir / "report.md")))
     if sig.code:
         err.print(f"interrupted: partial report written to {outdir}", highlight=False)
         raise typer.Exit(sig.code)
-    raise typer.Exit(PROBLEM_EXIT.get(session.verdict["status"], 1))
+    raise typer.Exit(exit_code(session))
 
 
 @app.command()
@@ -226,6 +213,7 @@ def check(
     1 at risk or failing, 2 bad input."""
     from diagnose.engine import Engine, Options
     from diagnose.risks import static_risks
+    from diagnose.runner.stages import StageRunner
     try:
         sub, gpu, settings = _prepare(submission, problem, task, budget, ",".join(harness.STAGES), False, None,
                                       False, 5, small)
@@ -234,32 +222,21 @@ def check(
     session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
     risks = static_risks(session.scan)
     with _Signals() as sig:
-        eng = Engine(sub, session, settings, Options(probes=["__none__"], jobs=1, gpu=gpu, bisect=False),
-                     stop=sig.stop)
+        runner = StageRunner(settings)
+        eng = Engine(sub, session, settings.stages, Options(probes=[], jobs=1, gpu=gpu, bisect=False, confirm=False),
+                     runner, stop=sig.stop)
         with err.status("cold harness pass…"):
             eng.diagnose()
-    from diagnose import summary
-    session.verdict = summary.verdict(session)
     if out_dir:
         _finish(session, out_dir)
-    t = Table(title=f"diagnose check: {sub.path.name}", show_lines=False)
-    for col in ("stage", "status", "seconds", "budget", "note"):
-        t.add_column(col)
-    for m, st in zip(summary.margins(session.baseline), [s for s in session.baseline.stages if s.status != "skipped"]):
-        t.add_row(m["stage"], st.status, f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else ""),
-                  f"{m['budget_s']:.0f}", st.message[:80])
-    out.print(t)
-    for r in risks:
-        out.print(f"[{'red' if r['severity'] == 'error' else 'yellow'}]risk[/] {sub.path}:{r['line']}: {r['message']}",
-                  highlight=False)
-    if not gpu:
-        out.print("note: no GPU here; CPU timings say nothing about a GPU budget", highlight=False)
-    status = session.verdict["status"]
-    failing = status != "ok" or any(r["severity"] == "error" for r in risks)
-    out.print(f"[bold {'red' if failing else 'green'}]{'AT RISK' if failing else 'SAFE'}[/] ({status})")
+    from diagnose.renderers.console import check_table
+    lines, safe = check_table(session, risks, str(sub.path), gpu)
+    _print(lines)
     if sig.code:
         raise typer.Exit(sig.code)
-    raise typer.Exit(1 if failing else 0)
+    if session.verdict.status.value == "needs_gpu":
+        raise typer.Exit(3)
+    raise typer.Exit(0 if safe else 1)
 
 
 @app.command("probes")

@@ -1,192 +1,327 @@
-"""The diagnosis, end to end: scan -> baseline run -> probe plans -> variant runs -> bisector.
+"""The diagnosis, end to end: scan -> baseline and probe runs -> bisector -> solo confirmations.
+
+The engine decides what to run and in what order; a Runner (runner/__init__.py) runs it. Work is
+scheduled a stage at a time, so that the verdict comes first:
+
+  priority 0  the baseline, and solo confirmations (nothing else runs beside those)
+  priority 1  every single toggle, up to the stage where the baseline failed
+  priority 2  the bisector's combination runs, as soon as the single toggles they depend on decided
+  priority 3  the later stages of variants that got past the failure: verifying a fix, timing it
 
 No file is written here: `on_save(session)` is called whenever the session changed (the CLI saves it),
-so a failure or an interrupt halfway loses nothing that had finished. Runs go through a small thread
-pool (--jobs); each run is its own child processes, and GPU timing is serialised by a lock file that
-the children take (runner/stages.py), so overlapping runs do not disturb each other's steady state.
+so a failure or an interrupt halfway loses nothing that had finished.
 """
 from __future__ import annotations
 
 import hashlib
 import itertools
-import shutil
-import tempfile
 import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from diagnose import bisector
-from diagnose.edits import unified_diff
-from diagnose.runner.stages import RunSettings, execute
+from diagnose import bisector, evidence, summary
+from diagnose.edits import edited_lines, unified_diff
+from diagnose.runner import Job, Runner
 from diagnose.scan import scan_source
-from diagnose.session import FAILURES, Run, Session
+from diagnose.scheduler import Scheduler
+from diagnose.session import ENDS_RUN, NO_EVIDENCE, Role, Run, Session, Status, Warning_
 from diagnose.submission import Submission
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, PlanContext, Toggle
 from probes.cache import WARM
 
-AFTER_BASELINE = ["recompile", "cache"]   # probes that read the baseline run's evidence
+BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3
 
 
 @dataclass
 class Options:
-    probes: list[str] | None = None      # None: every probe whose suspect is present
+    probes: list[str] | None = None      # None: every probe whose suspect is present; []: none
     jobs: int = 1
     repeat: int = 1
     gpu: bool = False
-    gpus: list[str] = field(default_factory=list)
     bisect: bool = True
+    confirm: bool = True                 # rerun alone what a time-based conclusion rests on
+
+
+@dataclass
+class _State:
+    run: Run
+    source: str
+    stages: list[str]
+    cache_from: str | None = None
+    next: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
 
 
 class Engine:
-    def __init__(self, sub: Submission, session: Session, settings: RunSettings, opts: Options,
-                 on_save=None, on_event=None, stop: threading.Event | None = None, on_run_done=None):
-        self.sub, self.session, self.settings, self.opts = sub, session, settings, opts
-        self.on_save, self.on_event = on_save or (lambda s: None), on_event
-        self.stop = stop or threading.Event()
+    def __init__(self, sub: Submission, session: Session, stages: list[str], opts: Options, runner: Runner,
+                 on_save=None, stop: threading.Event | None = None, on_run_done=None):
+        self.sub, self.session, self.stages, self.opts, self.runner = sub, session, stages, opts, runner
+        self.on_save = on_save or (lambda s: None)
         self.on_run_done = on_run_done or (lambda r: None)
+        self.stop = stop or threading.Event()
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self._ids = itertools.count()
+        self._states: dict[str, _State] = {}
         self._by_key: dict[str, Run] = {}
-        self._finished: dict[str, threading.Event] = {}   # run id -> set once its stages are final
-        self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-cache-"))
-        self._gpu_cycle = itertools.cycle(opts.gpus or [None])
+        self._changed = threading.Condition(self.lock)
         self.scan = scan_source(sub.source, sub.tree)
+        self.sched: Scheduler | None = None
+        self.errors: list[str] = []          # the tool's own failures: reported, never taken as evidence
 
     def save(self) -> None:
         with self.lock:
             self.on_save(self.session)
 
-    # -- one run -------------------------------------------------------------------------------------
-    def _settings_for(self) -> RunSettings:
-        """Pin the run to its GPU; when runs overlap, give it that GPU's lock (timing takes it exclusively,
-        every other GPU phase shared)."""
-        gpu = next(self._gpu_cycle)
-        s = RunSettings(**{**self.settings.__dict__})
-        if gpu is not None:
-            s.cuda_visible = gpu
-        if self.opts.jobs > 1 or gpu is not None:
-            s.timing_lock = str(self._tmp / f"gpu{gpu or 0}.lock")
-        return s
-
-    def run_variant(self, probe: str | None, label: str | None, source: str, switches: tuple = (),
-                    rep: int = 0, stages: list[str] | None = None, reuse: bool = False) -> Run:
-        """Run one variant, or answer from the earlier run of an identical one (same source, switches,
-        rep). A duplicate gets a record of its own that says so; with `reuse` (the bisector asking again)
-        the earlier run is returned as it is. Looking up and registering happen under one lock, so two
-        threads never measure the same variant twice."""
+    # -- runs ------------------------------------------------------------------------------------------
+    def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
+               rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
+               removed: tuple = (), reuse: bool = False) -> Run:
+        """Start a run (its first stage is queued at once), or answer from an identical earlier one.
+        Identical variants (same source, switches and repeat number) are measured once; a confirmation is
+        never deduplicated: it is a rerun on purpose."""
         sha = hashlib.sha256(source.encode()).hexdigest()
         key = f"{sha}|{','.join(sorted(switches))}|{rep}"
-        short_key = key + "|" + ",".join(stages) if stages else None
         with self.lock:
-            # a full run answers a shortened one too; a shortened one answers only its own stages
-            prior = self._by_key.get(key) or (self._by_key.get(short_key) if short_key else None)
-            if prior is None or not reuse:
-                run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, source_sha=sha[:12],
-                          variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
-                          switches={s: True for s in switches} | ({"repeat": rep} if rep else {}))
-                self.session.runs.append(run)
-                self.sources[run.id] = source
-            if prior is None:
-                self._by_key[short_key or key] = run
-                self._finished[run.id] = threading.Event()
-        if prior is not None:
-            self._finished[prior.id].wait()   # an identical variant may still be running
-            if reuse:
+            prior = None if role == Role.CONFIRM else self._by_key.get(key)
+            if prior is not None and reuse:
                 return prior
-            run.stages, run.outcome = prior.stages, prior.outcome
-            run.note = f"identical variant: measured once, as {prior.id}"
-            self.save()
-            return run
-        try:
-            return self._execute(run, source, switches, probe, rep, stages)
-        finally:
-            self._finished[run.id].set()
-
-    def _execute(self, run: Run, source: str, switches: tuple, probe, rep: int, stages) -> Run:
-        cache = self._tmp / "baseline-cache" if WARM in switches or (probe is None and rep == 0) else None
-        if self.stop.is_set():
-            run.outcome, run.note = "skipped", "not run: the diagnosis was interrupted"
-            return run
-        settings = self._settings_for()
-        if stages:
-            settings.stages = stages
-            run.note = f"stages {', '.join(stages)} only: enough to tell whether the failure comes back"
-        execute(run, source, settings, cache_dir=cache, on_event=self.on_event,
-                on_stage=lambda r: self.save(), stop=self.stop)
-        self.on_run_done(run)
-        self.save()
+            run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, role=role, source_sha=sha[:12],
+                      variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
+                      switches={s: True for s in switches} | ({"repeat": rep} if rep else {}),
+                      confirms=confirms, removed=list(removed),
+                      watched=[] if source == self.sub.source else edited_lines(self.sub.source, source))
+            self.session.runs.append(run)
+            self.sources[run.id] = source
+            if prior is not None:
+                run.note = f"identical variant: measured once, as {prior.id}"
+                self._states[run.id] = st = _State(run, source, [])
+                threading.Thread(target=self._mirror, args=(run, prior), daemon=True).start()
+                return run
+            if role != Role.CONFIRM:
+                self._by_key[key] = run
+            cache_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
+            st = _State(run, source, list(stages or self.stages), cache_from=cache_from)
+            self._states[run.id] = st
+        self._advance(st)
         return run
 
-    # -- the diagnosis ---------------------------------------------------------------------------------
-    def plan(self, baseline: Run | None, names: list[str]):
-        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
-        chosen = self.opts.probes or [m.INFO.name for m in REGISTRY]
-        return {m.INFO.name: m.plan(ctx) for m in REGISTRY if m.INFO.name in chosen and m.INFO.name in names}
+    def _mirror(self, run: Run, prior: Run) -> None:
+        self._wait(self._states[prior.id].done)
+        with self.lock:
+            run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
+            self._states[run.id].done.set()
+            self._changed.notify_all()
+        self.save()
 
+    def _priority(self, st: _State, stage: str) -> int:
+        role = st.run.role
+        if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE):
+            return BASELINE
+        if role == Role.COMBINATION:
+            return COMBINATION
+        base = self.session.baseline
+        failed = base.failed_stage if base is not None else None
+        if failed is None or self.stages.index(stage) <= self.stages.index(failed.name):
+            return SINGLE
+        return LATER
+
+    def _advance(self, st: _State) -> None:
+        """Queue the run's next stage, or mark it done."""
+        run = st.run
+        ended = any(s.status in ENDS_RUN for s in run.stages)
+        if ended or st.next >= len(st.stages) or self.stop.is_set():
+            if not run.stages and self.stop.is_set():
+                run.outcome, run.note = Status.INTERRUPTED, "not run: the diagnosis was interrupted"
+            with self.lock:
+                st.done.set()
+                self._changed.notify_all()
+            self.on_run_done(run)
+            return
+        stage = st.stages[st.next]
+        base = self.session.baseline
+        if run.role == Role.COMBINATION and base is not None and self._states[base.id].done.is_set():
+            failed = base.failed_stage    # a combination only needs the stages that tell
+            if failed is None or self.stages.index(stage) > self.stages.index(failed.name):
+                st.next = len(st.stages)
+                return self._advance(st)
+        st.next += 1
+        solo = run.role == Role.CONFIRM
+        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, cache_from=st.cache_from, solo=solo)
+        fut = self.sched.submit(lambda: self._execute(st, job), self._priority(st, stage), solo=solo)
+        fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
+
+    def _cancelled(self, st: _State) -> None:
+        st.run.note = st.run.note or "stopped: the diagnosis was interrupted"
+        with self.lock:
+            st.done.set()
+            self._changed.notify_all()
+
+    def _execute(self, st: _State, job: Job) -> None:
+        if job.solo:
+            st.run.solo = True
+        try:
+            self.runner.execute(job, lambda r: self.save(), self.stop)
+        except Exception as e:  # noqa: BLE001 - a bug of ours: say so on the run, keep the rest going
+            import traceback
+            msg = f"{type(e).__name__}: {e}"
+            self.errors.append(traceback.format_exc())
+            st.run.outcome, st.run.note = Status.INCOMPLETE, f"diagnose failed on this run (a bug in diagnose): {msg}"
+            st.next = len(st.stages)
+        finally:
+            with self.lock:
+                self._changed.notify_all()
+            self._advance(st)
+
+    def _wait(self, event: threading.Event) -> bool:
+        while not event.wait(0.2):
+            if self.stop.is_set():
+                return False
+        return True
+
+    def _wait_for(self, predicate) -> bool:
+        with self._changed:
+            while not predicate():
+                if self.stop.is_set():
+                    return False
+                self._changed.wait(0.2)
+        return True
+
+    def _decided(self, run: Run) -> bool:
+        """A single toggle has decided once it ended, or once it got past the baseline's failing stage."""
+        st = self._states[run.id]
+        if st.done.is_set():
+            return True
+        base = self.session.baseline
+        failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
+        return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)
+
+    # -- planning --------------------------------------------------------------------------------------
+    def plan(self, baseline: Run | None, needs_baseline: bool) -> dict:
+        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
+        chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
+        return {m.INFO.name: m.plan(ctx) for m in REGISTRY
+                if m.INFO.name in chosen and m.INFO.needs_baseline == needs_baseline}
+
+    def _launch_plan(self, plans: dict) -> None:
+        for p in plans.values():
+            if p.state != RUN:
+                continue
+            for t in p.toggles:
+                source = t.apply(self.sub.source) if t.apply else self.sub.source
+                for rep in range(self.opts.repeat if t.apply else 1):
+                    self.launch(Role.SINGLE if rep == 0 else Role.REPEAT, t.probe, t.label, source, t.switches, rep)
+
+    def _record_plans(self, plans: dict) -> None:
+        self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
+                                "toggles": [t.label for t in p.toggles]}
+                               for n, p in sorted(plans.items(), key=lambda kv: [m.INFO.name for m in REGISTRY]
+                                                  .index(kv[0]))]
+        self.save()
+
+    # -- the diagnosis ---------------------------------------------------------------------------------
     def diagnose(self) -> Session:
         s = self.session
+        self.sched = Scheduler(self.opts.jobs, self.stop)
         try:
-            with ThreadPoolExecutor(max_workers=max(1, self.opts.jobs)) as pool:
-                self.pool = pool
-                base = [pool.submit(self.run_variant, None, None, self.sub.source, (), rep)
-                        for rep in range(self.opts.repeat)]
-                # Probes that need only the source start with the baseline; the rest need its evidence.
-                early = self.plan(None, [n for n in BY_NAME if n not in AFTER_BASELINE])
-                jobs = self._submit(early)
-                baseline = base[0].result()
-                late = self.plan(baseline, AFTER_BASELINE)
-                merged = {**early, **late}
-                plans = {m.INFO.name: merged[m.INFO.name] for m in REGISTRY if m.INFO.name in merged}
-                s.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
-                             "toggles": [t.label for t in p.toggles]} for n, p in plans.items()]
-                self.save()
-                jobs += self._submit(late)
-                for j in jobs + base[1:]:
-                    j.result()
-                if self.opts.bisect and not self.stop.is_set():
-                    removers = {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
-                                if p.state == RUN and any(t.removes for t in p.toggles) and n != "cache"}
-                    bisector.analyze(s, removers=list(removers), fails=lambda keep: self.fails_with(keep, removers),
-                                     prefetch=lambda subsets: self._prefetch(subsets, removers))
-                else:
-                    bisector.analyze(s, removers=[], fails=None)
+            base = self.launch(Role.BASELINE, None, None, self.sub.source)
+            for rep in range(1, self.opts.repeat):
+                self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
+            early = self.plan(None, needs_baseline=False)
+            removers = self._removers(early)
+            self._launch_plan(early)
+            if self.opts.bisect and len(removers) >= 2:   # the bisector will need it: start it now
+                self.fails_with([], removers, wait=False)
+            self._record_plans(early)
+            if not self._wait(self._states[base.id].done):
+                return self._finish()
+            late = self.plan(base, needs_baseline=True)
+            self._record_plans({**early, **late})
+            self._launch_plan(late)
+            removers.update(self._removers(late))
+            singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
+            if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
+                return self._finish()
+            if self.opts.bisect:
+                bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers) is True,
+                                prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
+            self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+            self._conclude()
+            if self.opts.confirm:
+                for _ in range(2):    # a confirmation can change which runs the conclusions rest on
+                    todo = bisector.doubtful_evidence(s)
+                    if not todo or self.stop.is_set():
+                        break
+                    self._confirm(todo)
+                    self._conclude()
             s.complete = not self.stop.is_set()
+            return self._finish()
         finally:
-            shutil.rmtree(self._tmp, ignore_errors=True)
+            self.sched.close()
+            kept = self.runner.close()
+            if kept:
+                s.notes.append(f"run directories kept in {kept}")
             self.save()
-        return s
 
-    def _submit(self, plans: dict) -> list:
-        return [self.pool.submit(self.run_toggle, t, rep) for p in plans.values() if p.state == RUN
-                for t in p.toggles for rep in range(self.opts.repeat if t.apply else 1)]
+    def _finish(self) -> Session:
+        self._conclude()
+        return self.session
 
-    def _prefetch(self, subsets: list[list[str]], removers: dict[str, Toggle]) -> None:
-        """Run the bisector's next tests side by side; `fails_with` then finds them measured."""
-        for f in [self.pool.submit(self.fails_with, keep, removers) for keep in subsets]:
-            f.result()
+    def _conclude(self) -> None:
+        s = self.session
+        with self.lock:
+            bisector.conclude(s)
+            s.verdict = summary.verdict(s, interrupted=self.stop.is_set())
+            if self.stop.is_set() and s.verdict.status != Status.INTERRUPTED:
+                s.verdict.note = "the diagnosis was interrupted: conclusions rest only on the runs that finished"
+            busy = evidence.host_busy(s)
+            if busy:
+                s.warn(Warning_.HOST_BUSY, busy)
+            for r in s.runs:
+                e = evidence.effective(s, r)
+                if e.flaky:
+                    s.warn(Warning_.FLAKY, e.note)
+        self.save()
 
-    def run_toggle(self, t: Toggle, rep: int = 0) -> Run:
-        source = t.apply(self.sub.source) if t.apply else self.sub.source
-        return self.run_variant(t.probe, t.label, source, t.switches, rep)
+    def _confirm(self, runs: list[Run]) -> None:
+        """Rerun each doubtful run alone, up to the stage its doubt is about."""
+        launched = []
+        for r in runs:
+            last = next((i for i, st in enumerate(r.stages) if evidence.doubt(st)), len(r.stages) - 1)
+            stages = [st.name for st in r.stages[: last + 1] if st.status != Status.SKIPPED]
+            c = self.launch(Role.CONFIRM, r.probe, r.toggle, self.sources[r.id],
+                            tuple(k for k in r.switches if k == WARM), stages=stages, confirms=r.id)
+            launched.append(c)
+        self._wait_for(lambda: all(self._states[c.id].done.is_set() for c in launched))
 
-    def fails_with(self, keep: list[str], removers: dict[str, Toggle]) -> bool:
-        """The bisector's test: with only the suspects in `keep` left in, does the failure come back?"""
+    # -- the bisector's test ---------------------------------------------------------------------------
+    @staticmethod
+    def _removers(plans: dict) -> dict[str, Toggle]:
+        return {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
+                if p.state == RUN and BY_NAME[n].INFO.bisect and any(t.removes for t in p.toggles)}
+
+    def fails_with(self, keep: list[str], removers: dict[str, Toggle], wait: bool = True) -> bool | None:
+        """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
+        stages up to the one that failed: they tell. None when the run cannot tell (see bisector.compare)."""
         source = self.sub.source
         removed = [n for n in removers if n not in keep]
         for n in removed:
             source = removers[n].apply(source)
         label = "keep " + " + ".join(keep) if keep else "all suspects removed"
         base = self.session.baseline
-        # Only the stages up to the one that failed: they tell whether the failure comes back.
-        failed = base.failed_stage
-        stages = self.settings.stages[: self.settings.stages.index(failed.name) + 1] if failed else None
-        run = self.run_variant("+".join(sorted(removed)) or None, label, source, stages=stages, reuse=True)
-        if run.probe and "+" in run.probe:
-            run.switches["combination"] = True
-        return run.outcome == base.outcome and run.outcome in FAILURES + ("at_risk",)
+        failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
+        stages = self.stages[: self.stages.index(failed.name) + 1] if failed else None
+        if source == self.sub.source:
+            run = base
+        else:
+            run = self.launch(Role.COMBINATION, "+".join(sorted(removed)) or None, label, source, stages=stages,
+                              removed=tuple(sorted(removed)), reuse=True)
+        if not wait:
+            return None
+        if not self._wait(self._states[run.id].done):
+            return None
+        verdict = bisector.compare(self.session, base, run) if run is not base else "same"
+        return {"same": True, "fixed": False}.get(verdict)
 
 
 def probe_table() -> list[dict]:
@@ -194,4 +329,4 @@ def probe_table() -> list[dict]:
             for m in REGISTRY]
 
 
-__all__ = ["Engine", "Options", "probe_table", "BY_NAME"]
+__all__ = ["Engine", "Options", "probe_table", "NO_EVIDENCE"]

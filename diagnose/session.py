@@ -1,16 +1,67 @@
-"""The session: everything one diagnosis measured, and the only thing renderers read.
+"""The session: everything one diagnosis measured and concluded, and the only thing renderers read.
 
-It is saved after every run (see cli.py) and can be re-rendered offline with `diagnose report`.
-Raw evidence stays in it (every event, timing sample, exit code, signal, stack and output tail);
-summaries are derived from it. Bump SCHEMA_VERSION on any change that breaks a reader.
+It is saved after every stage of every run (see cli.py) and can be re-rendered offline with
+`diagnose report`. Raw evidence stays in it (events, timing samples, exit codes, signals, stacks, output
+tails, lock waits, load); summaries are derived from it. Conclusions are typed records, each naming the
+runs behind it. Bump SCHEMA_VERSION on any change that breaks a reader.
 """
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-SCHEMA_VERSION = 1
-FAILURES = ("timeout", "crash", "wrong")
+SCHEMA_VERSION = 2
+
+
+class Status(str, enum.Enum):
+    """How a stage, a run or the whole diagnosis ended."""
+    OK = "ok"
+    TIMEOUT = "timeout"
+    CRASH = "crash"
+    WRONG = "wrong"
+    AT_RISK = "at_risk"          # passed, but a predicted stage time is over its budget
+    TAMPERED = "tampered"        # the submission replaced what judges it, or forged the tool's events
+    NEEDS_GPU = "needs_gpu"      # this machine cannot judge it (no CUDA, too few GPUs, a GPU too old)
+    INTERRUPTED = "interrupted"  # the user stopped it
+    SKIPPED = "skipped"          # an earlier stage failed, or the work was not needed
+    INCOMPLETE = "incomplete"    # nothing finished
+
+    def __str__(self) -> str:
+        return self.value
+
+
+FAILURES = (Status.TIMEOUT, Status.CRASH, Status.WRONG, Status.TAMPERED)
+# Outcomes that say nothing about the submission: never evidence for or against a suspect.
+NO_EVIDENCE = (Status.NEEDS_GPU, Status.INTERRUPTED, Status.SKIPPED, Status.INCOMPLETE)
+TIME_BASED = (Status.TIMEOUT, Status.AT_RISK)
+# A stage that ends like this ends its run: the harness skips the later stages.
+ENDS_RUN = FAILURES + (Status.NEEDS_GPU, Status.INTERRUPTED)
+
+
+class Confidence(str, enum.Enum):
+    HIGH = "high"
+    MEDIUM = "medium"
+    LOW = "low"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class Warning_(str, enum.Enum):
+    """Typed warnings (as hyperfine does): each one is shown with the hint that fits it."""
+    HOST_BUSY = "host_busy"              # runs waited for a CPU: timings are inflated
+    CPU_TIMING = "cpu_timing"            # no GPU: CPU timings say nothing about a GPU budget
+    UNCONFIRMED = "unconfirmed"          # a time-based conclusion could not be confirmed alone
+    FLAKY = "flaky"                      # the same variant ended differently on a rerun
+    CHANNEL = "channel"                  # the submission wrote to the tool's event channel
+
+    def __str__(self) -> str:
+        return self.value
+
+
+def _enum(cls, value):
+    return None if value is None else cls(value)
 
 
 @dataclass
@@ -18,23 +69,38 @@ class Phase:
     name: str
     start_s: float
     end_s: float
-    open: bool = False          # still running when the child died or was killed
+    open: bool = False          # still running when the child died or was stopped
     ok: bool = True
+
+
+@dataclass
+class Contention:
+    """What else was happening while a stage ran: the evidence behind 'was this timing fair?'."""
+    overlapped: list[str] = field(default_factory=list)   # ids of other runs alive during the stage
+    run_delay_s: float = 0.0     # time the stage's processes were runnable but waited for a CPU
+    gpu_shared_s: float = 0.0    # time it held the GPU while another run held it too
+    load_per_cpu: float = 0.0    # mean 1-minute load average per CPU during the stage
+    cpus: int = 0
+
+    @property
+    def interference_s(self) -> float:
+        return self.run_delay_s + self.gpu_shared_s
 
 
 @dataclass
 class StageResult:
     name: str
-    status: str                 # ok | timeout | crash | wrong | at_risk | skipped
+    status: Status
     wall_s: float = 0.0
     budget_s: float = 0.0
+    charged_s: float = 0.0      # what counts against the budget: wall time less GPU lock waits
     phases: list[Phase] = field(default_factory=list)
     phase: str | None = None    # where it failed or was stopped
     message: str = ""
-    site: dict | None = None    # {file, line, code} in the submission
+    site: dict | None = None    # {file, line, func, code} in the submission
     exit_code: int | None = None
     signal: str | None = None
-    killed: str | None = None
+    killed: str | None = None   # deadline | max_rss | interrupted | parent
     cpu_s: float = 0.0
     user_s: float = 0.0
     peak_rss_mb: float = 0.0
@@ -51,19 +117,46 @@ class StageResult:
     captures: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)       # case -> raw samples and derived prediction
     predicted_s: float | None = None
-    lock_wait_s: float = 0.0
+    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode}, from the parent
+    contention: Contention = field(default_factory=Contention)
+    reached: list[int] = field(default_factory=list)   # watched (edited) lines that executed
+    evaluator: dict = field(default_factory=dict)      # the problem's own evaluator: its report lines
+    anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
+
+    @property
+    def lock_wait_s(self) -> float:
+        return round(sum(w["seconds"] for w in self.lock_waits), 4)
+
+    @property
+    def seconds(self) -> float:
+        """The stage's time against its budget: the prediction where there is one, else charged time."""
+        return self.predicted_s if self.predicted_s is not None else self.charged_s
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
+        d["status"] = Status(d["status"])
         d["phases"] = [Phase(**p) for p in d.get("phases", [])]
+        d["contention"] = Contention(**d.get("contention", {}))
         return cls(**d)
 
     def phase_s(self, prefix: str) -> float:
         """Total seconds of closed and open phases whose name starts with prefix."""
         return sum(p.end_s - p.start_s for p in self.phases if p.name.startswith(prefix))
+
+
+class Role(str, enum.Enum):
+    BASELINE = "baseline"        # the submission as it is
+    SINGLE = "single"            # one probe's toggle
+    COMBINATION = "combination"  # the bisector's test: several suspects removed at once
+    REPEAT = "repeat"            # --repeat N: the same variant again, for the spread
+    CONFIRM = "confirm"          # a solo rerun that confirms a time-based conclusion
+    REFERENCE = "reference"      # the problem's reference alone: can this machine judge it at all?
+
+    def __str__(self) -> str:
+        return self.value
 
 
 @dataclass
@@ -72,17 +165,24 @@ class Run:
     probe: str | None           # None: the submission as it is
     toggle: str | None = None   # e.g. "mode=default"
     variant: str | None = None  # unified diff against the submission, or None
+    role: Role = Role.BASELINE
     switches: dict = field(default_factory=dict)
-    outcome: str = "ok"
+    outcome: Status = Status.OK
     stages: list[StageResult] = field(default_factory=list)
     note: str = ""              # why the run stopped early, what it shares, ...
     source_sha: str = ""
+    watched: list[int] = field(default_factory=list)   # the variant's edited lines (variant numbering)
+    confirms: str | None = None  # for a CONFIRM run: the run whose conclusion it checks
+    solo: bool = False           # ran with no other run alive
+    removed: list[str] = field(default_factory=list)   # COMBINATION: the suspects taken out
 
     @classmethod
     def from_dict(cls, d: dict) -> "Run":
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         d["stages"] = [StageResult.from_dict(s) for s in d.get("stages", [])]
+        d["outcome"] = Status(d["outcome"])
+        d["role"] = Role(d.get("role", "baseline"))
         return cls(**d)
 
     def stage(self, name: str) -> StageResult | None:
@@ -90,7 +190,104 @@ class Run:
 
     @property
     def failed_stage(self) -> StageResult | None:
-        return next((s for s in self.stages if s.status in FAILURES), None)
+        return next((s for s in self.stages if s.status in ENDS_RUN), None)
+
+    @property
+    def reached(self) -> set[int]:
+        return {ln for s in self.stages for ln in s.reached}
+
+    @property
+    def exercised(self) -> bool | None:
+        """Did any edited line of this variant execute? None when nothing was watched."""
+        if not self.watched:
+            return None
+        return bool(self.reached & set(self.watched))
+
+
+# -- conclusions -------------------------------------------------------------------------------------
+
+@dataclass
+class Verdict:
+    status: Status
+    stage: str | None = None
+    phase: str | None = None
+    message: str = ""
+    site: dict | None = None
+    confirmed: bool = True      # a time-based verdict that no solo run could confirm says so
+    note: str = ""              # why it is unconfirmed, or what this machine cannot judge
+    runs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        return cls(**{**d, "status": Status(d["status"])})
+
+
+@dataclass
+class Cause:
+    rank: int
+    suspects: list[str]
+    kind: str                   # mechanism | hot_spot | too_slow | bug
+    narrative: str
+    confidence: Confidence
+    changes_outcome: bool
+    evidence: list[str]         # run ids
+    site: dict | None = None
+    sites: list[dict] = field(default_factory=list)
+    seconds_saved: dict = field(default_factory=dict)
+    confirmed: bool = True
+    alternatives: list[str] = field(default_factory=list)   # other single toggles that also fix it
+    hot_spot: dict | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cause":
+        return cls(**{**d, "confidence": Confidence(d["confidence"])})
+
+
+@dataclass
+class Cleared:
+    """A suspect verified not to be the cause: its toggle ran, and the failure stayed the same."""
+    probe: str
+    toggles: list[str]
+    outcome: Status
+    narrative: str
+    evidence: list[str]
+    confirmed: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cleared":
+        return cls(**{**d, "outcome": Status(d["outcome"])})
+
+
+@dataclass
+class Inconclusive:
+    """A suspect the runs cannot speak for, and why."""
+    probe: str
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FixCost:
+    run: str
+    probe: str | None
+    toggle: str | None
+    steady_us: float | None
+    per_case_us: dict
+    delta_us: float | None
+
+
+@dataclass
+class Fix:
+    diff: str
+    steady_us: float | None
+    run: str
+    toggle: str | None
+    probe: str | None
+    costs: list[FixCost] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fix":
+        return cls(**{**d, "costs": [FixCost(**c) for c in d.get("costs", [])]})
 
 
 @dataclass
@@ -104,33 +301,62 @@ class Session:
     schema_version: int = SCHEMA_VERSION
     environment: dict = field(default_factory=dict)
     scan: list[dict] = field(default_factory=list)
-    probes: list[dict] = field(default_factory=list)   # per probe: name, state (ran/not present/n/a), why
+    probes: list[dict] = field(default_factory=list)   # per probe: name, state, why, evidence, toggles
     runs: list[Run] = field(default_factory=list)
-    verdict: dict = field(default_factory=dict)
-    causes: list[dict] = field(default_factory=list)
-    cleared: list[dict] = field(default_factory=list)   # suspects verified not to matter
-    fix: dict | None = None
+    verdict: Verdict = field(default_factory=lambda: Verdict(Status.INCOMPLETE, message="no run finished"))
+    causes: list[Cause] = field(default_factory=list)
+    cleared: list[Cleared] = field(default_factory=list)
+    inconclusive: list[Inconclusive] = field(default_factory=list)
+    fix: Fix | None = None
+    warnings: list[dict] = field(default_factory=list)  # {kind: Warning_, message}
+    bisection: dict = field(default_factory=dict)       # the search: removers, minimal set, checked
     complete: bool = False
     notes: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return _plain(asdict(self))
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Session":
-        if not isinstance(d, dict) or "schema_version" not in d:
+        if not isinstance(d, dict) or "schema_version" not in d or "runs" not in d:
             raise ValueError("not a diagnose session (no schema_version)")
-        if d["schema_version"] > SCHEMA_VERSION:
-            raise ValueError(f"session schema {d['schema_version']} is newer than this diagnose "
-                             f"understands ({SCHEMA_VERSION}); upgrade diagnose")
+        if d["schema_version"] != SCHEMA_VERSION:
+            newer = d["schema_version"] > SCHEMA_VERSION
+            raise ValueError(f"session schema {d['schema_version']} is {'newer' if newer else 'older'} than this "
+                             f"diagnose reads ({SCHEMA_VERSION}); " + ("upgrade diagnose" if newer else
+                                                                         "run the diagnosis again"))
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         d["runs"] = [Run.from_dict(r) for r in d.get("runs", [])]
+        d["verdict"] = Verdict.from_dict(d["verdict"])
+        d["causes"] = [Cause.from_dict(c) for c in d.get("causes", [])]
+        d["cleared"] = [Cleared.from_dict(c) for c in d.get("cleared", [])]
+        d["inconclusive"] = [Inconclusive(**c) for c in d.get("inconclusive", [])]
+        d["fix"] = Fix.from_dict(d["fix"]) if d.get("fix") else None
         return cls(**d)
 
     @property
     def baseline(self) -> Run | None:
-        return next((r for r in self.runs if r.probe is None), None)
+        return next((r for r in self.runs if r.role == Role.BASELINE), None)
+
+    def run(self, rid: str) -> Run | None:
+        return next((r for r in self.runs if r.id == rid), None)
+
+    def warn(self, kind: Warning_, message: str) -> None:
+        if not any(w["kind"] == kind and w["message"] == message for w in self.warnings):
+            self.warnings.append({"kind": kind, "message": message})
+
+
+def _plain(x):
+    """Enums to their values, so the JSON and the renderers see plain strings."""
+    if isinstance(x, enum.Enum):
+        return x.value
+    if isinstance(x, dict):
+        return {k: _plain(v) for k, v in x.items()}
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    return x
+

@@ -4,8 +4,10 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
-from diagnose.bisector import NOISE_ABS, NOISE_REL, geomean, steady_us
-from diagnose.session import Run, StageResult
+from diagnose import evidence
+from diagnose.measures import geomean, recompiles, steady_us
+from diagnose.evidence import NOISE_ABS, NOISE_REL
+from diagnose.session import Role, Run, StageResult, Status, Verdict
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -25,16 +27,6 @@ def compile_split(records: list[dict]) -> dict[str, float]:
         tot["cudagraphs"] += g("cudagraphify_us")
         tot["total"] += g("duration_us") or dyn
     return {k: round(v, 3) for k, v in tot.items()}
-
-
-def recompiles(st: StageResult) -> list[dict]:
-    out = []
-    for r in st.compile:
-        cid = str(r.get("compile_id") or "")
-        tail = cid.split("/")[-1] if "/" in cid else "0"
-        if tail.isdigit() and int(tail) > 0:
-            out.append({"compile_id": cid, "phase": r.get("phase"), "reason": r.get("recompile_reason")})
-    return out
 
 
 def first_call(st: StageResult) -> dict | None:
@@ -64,8 +56,8 @@ def run_row(run: Run) -> dict:
     steady = steady_us(run)
     worst = None
     for s in stages:
-        sec = s.predicted_s if s.predicted_s is not None else s.wall_s
-        if worst is None or sec / s.budget_s > worst[0] / worst[1]:
+        sec = s.seconds
+        if s.budget_s and (worst is None or sec / s.budget_s > worst[0] / worst[1]):
             worst = (sec, s.budget_s, s.name)
     return {"import_s": imp, "compile_s": compile_split(comp)["total"] if comp else 0.0,
             "first_call": fc, "capture_s": round(cap_s, 3), "steady_us": geomean(steady.values()),
@@ -75,29 +67,40 @@ def run_row(run: Run) -> dict:
 def margins(run: Run) -> list[dict]:
     out = []
     for s in run.stages:
-        if s.status == "skipped":
+        if s.status in (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED):
             continue
-        sec = s.predicted_s if s.predicted_s is not None else s.wall_s
-        out.append({"stage": s.name, "seconds": round(sec, 2), "budget_s": s.budget_s,
-                    "margin_s": round(s.budget_s - sec, 2), "measured_s": s.wall_s,
-                    "predicted": s.predicted_s is not None and bool(s.timing)})
+        out.append({"stage": s.name, "seconds": round(s.seconds, 2), "budget_s": s.budget_s,
+                    "margin_s": round(s.budget_s - s.seconds, 2), "measured_s": s.charged_s,
+                    "lock_wait_s": s.lock_wait_s, "predicted": s.predicted_s is not None and bool(s.timing),
+                    "status": s.status})
     return out
 
 
-def verdict(session) -> dict:
-    """The session's verdict: the baseline run's outcome, where it happened, and the submission line."""
+def verdict(session, interrupted: bool = False) -> Verdict:
+    """The session's verdict: the baseline run's outcome (as its evidence supports it), where it
+    happened, and the submission line."""
     base = session.baseline
-    if base is None or not base.stages:
-        return {"status": "incomplete", "stage": None, "phase": None, "message": "no run finished", "site": None}
-    st = base.failed_stage or next((s for s in base.stages if s.status == "at_risk"), None)
+    if base is None or not base.stages or base.outcome == Status.INTERRUPTED:
+        status = Status.INTERRUPTED if interrupted or (base and base.outcome == Status.INTERRUPTED) else Status.INCOMPLETE
+        return Verdict(status, message="interrupted before the submission's run finished" if status ==
+                       Status.INTERRUPTED else "no run finished", runs=[base.id] if base else [])
+    st = base.failed_stage or next((s for s in base.stages if s.status == Status.AT_RISK), None)
+    if base.outcome == Status.NEEDS_GPU:
+        return Verdict(Status.NEEDS_GPU, stage=st.name, phase=st.phase, message=st.message, runs=[base.id],
+                       note="this machine cannot judge the submission: run it where the problem's GPU is")
+    eff = evidence.effective(session, base)
+    if eff.flaky:     # the solo rerun ended otherwise: that is what the harness, running alone, would see
+        return Verdict(eff.outcome, message=f"{base.outcome} beside other runs, {eff.outcome} when run alone",
+                       runs=[base.id], confirmed=False, note=eff.note)
     if st is None:
-        return {"status": "ok", "stage": None, "phase": None, "site": None,
-                "message": "every stage passed within its budget"}
+        return Verdict(Status.OK, message="every stage passed within its budget", runs=[base.id],
+                       confirmed=eff.confirmed, note=eff.note)
     site = None
     if st.site:
         site = {"file": session.submission.get("path"), "line": st.site["line"],
                 "code": source_line(session, st.site["line"]), "func": st.site.get("func")}
-    return {"status": st.status, "stage": st.name, "phase": st.phase, "message": st.message, "site": site}
+    return Verdict(base.outcome, stage=st.name, phase=st.phase, message=st.message, site=site, runs=[base.id],
+                   confirmed=eff.confirmed, note=eff.note)
 
 
 def source_line(session, line: int) -> str:
@@ -117,7 +120,8 @@ def warmup_per_iteration(session) -> dict | None:
     for run in session.runs:
         if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
             n = n_base if run is base else int(run.toggle.split("->")[-1])
-            fc = [first_call(s) for s in run.stages if first_call(s)]
+            # only a first call that ended: a phase cut off by the deadline measures the deadline
+            fc = [f for f in (first_call(s) for s in run.stages) if f and not f["open"]]
             if n is not None and fc:
                 points.append((n, fc[0]["total_s"]))
     if len({n for n, _ in points}) < 2:
@@ -136,7 +140,7 @@ def overlap(session) -> int:
     spans = []
     for run in session.runs:
         ts = [e["t"] for s in run.stages for e in s.events]
-        if ts and "identical variant" not in run.note:
+        if ts and "identical variant" not in run.note and run.role != Role.CONFIRM:
             spans.append((min(ts), max(ts)))
     edges = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
     best = cur = 0

@@ -15,3 +15,4 @@ REGISTRY = [
     cache,           # cold versus warm compile cache: evidence of compile cost, never a fix
 ]
 BY_NAME = {m.INFO.name: m for m in REGISTRY}
+ORDER = [m.INFO.name for m in REGISTRY]

@@ -1,9 +1,10 @@
-"""What a probe is, and what it hands the engine.
+"""What a probe is, and what it hands the engine and the bisector.
 
-A probe answers one question: does this suspect matter, and by how much? It declares its suspect, how
-it finds it (the static scan, and for some the baseline run's evidence), the toggle it applies and the
-values it tries. `plan()` turns those into Toggles, or says why it does not run ("not present",
-"not applicable").
+A probe answers one question: does this suspect matter, and by how much? Its module is the only place
+its facts live: INFO says what the suspect is, where the scan finds it, how the bisector names it, how
+specific each of its toggles is, whether it needs the baseline run's evidence, and whether its variants
+can be fixes. `plan()` turns the source and the evidence into Toggles, or says why it does not run
+("not present", "not applicable", or found but "cannot toggle").
 
 A Toggle's `apply` is a source transform that re-scans whatever source it is given, so toggles of
 different probes compose (the bisector combines them); `switches` are runtime switches the engine applies
@@ -18,7 +19,7 @@ from typing import Callable
 from diagnose.scan import ScanResult, scan_source
 from diagnose.session import Run
 
-RUN, ABSENT, NOT_APPLICABLE = "run", "not present", "not applicable"
+RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"
 
 
 @dataclass(frozen=True)
@@ -49,9 +50,20 @@ class Plan:
 @dataclass(frozen=True)
 class ProbeInfo:
     name: str
-    suspect: str
-    finds: str
-    toggles: str
+    suspect: str                 # one line, for `diagnose probes`
+    finds: str                   # how it finds the suspect
+    toggles: str                 # what it tries
+    describe: str                # how a narrative names the suspect ("an outer CUDA graph capture ...")
+    sites: tuple[str, ...]       # the scan's suspect kinds that locate it in the source
+    needs_baseline: bool = False  # plan() reads the baseline run's evidence: it starts after the baseline
+    fixes: bool = True           # its variants can be fixes (a warm cache never is: the harness is cold)
+    bisect: bool = True          # its removing toggle takes part in the bisector's combinations
+    # How specific each toggle is, by a fragment of its label: a toggle that names the mechanism ranks
+    # above a blunt one when several fix the failure alone. Unlisted toggles rank 1; rank 0 is blunt.
+    ranks: dict = field(default_factory=dict)
+    # Suspects this one only exists with: a blunt toggle of those (compile off) that fixes the failure
+    # only removes what this suspect needs, so this suspect, not that one, names the cause.
+    requires: tuple[str, ...] = ()
 
 
 def sites(source: str, suspect: str):

@@ -7,36 +7,17 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.edits import apply_edits, line_span
+from diagnose.edits import apply_edits, line_span, set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",
                  "torch.compile calls and decorators (static scan)",
-                 "compile off | mode=default | mode=max-autotune-no-cudagraphs | same mode without CUDA graphs")
+                 "compile off | mode=default | mode=max-autotune-no-cudagraphs | same mode without CUDA graphs",
+                 describe="torch.compile (its mode, or compiling at all)", sites=("compile",),
+                 ranks={"compile off": 0, "no CUDA graphs": 2, "no-cudagraphs": 2})
 
 # Modes that record CUDA graphs (cudagraph trees), and the same mode without them.
 RECORDS_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
-
-
-def set_kw(source: str, ordinal: int | None, kw: str, value: str, suspect: str = "compile") -> str:
-    """Set keyword `kw` to the source text `value` on compile site `ordinal` (None: every site)."""
-    edits = []
-    for s in sites(source, suspect):
-        d = s.details
-        if ordinal is not None and d["ordinal"] != ordinal:
-            continue
-        if kw in d["kw_spans"]:
-            edits.append((d["kw_spans"][kw], value))
-        elif d["bare"]:
-            sp = d["span"]
-            edits.append(([sp[2], sp[3], sp[2], sp[3]], f"({kw}={value})"))
-        else:
-            sp = d["call_span"]
-            # text up to the closing parenthesis (AST columns are UTF-8 bytes)
-            inner = source.splitlines()[sp[2] - 1].encode()[: sp[3] - 1].decode().rstrip()
-            sep = "" if inner.endswith("(") else ", "
-            edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], f"{sep}{kw}={value}"))
-    return apply_edits(source, edits)
 
 
 def compile_off(source: str, ordinal: int | None) -> str:
@@ -59,6 +40,14 @@ def _drop_graphs(source: str, ordinal: int | None) -> str:
         if (ordinal is None or d["ordinal"] == ordinal) and d["mode"] in RECORDS_GRAPHS:
             out = set_kw(out, d["ordinal"], "mode", repr(RECORDS_GRAPHS[d["mode"]]))
     return out
+
+
+def describe(fixing: list[str]) -> str:
+    """Dropping only the mode's CUDA graphs fixed it: the mode's own CUDA graphs are the suspect, not
+    compiling as such."""
+    if any("no CUDA graphs" in t or "no-cudagraphs" in t for t in fixing):
+        return "a compile mode that records its own CUDA graphs (max-autotune, reduce-overhead)"
+    return INFO.describe
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from functools import partial
 
+from diagnose.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
-from probes.compile_mode import set_kw
 
 INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile", "compile sites with fullgraph=True (static scan)",
-                 "fullgraph=True -> False")
+                 "fullgraph=True -> False", describe="fullgraph=True", sites=("compile",),
+                 requires=("compile_mode",))
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -15,7 +15,9 @@ from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInf
 INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",
                  "`with torch.cuda.graph(...)` blocks, capture_begin, make_graphed_callables, and the compiled "
                  "functions they reach (static scan)",
-                 "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside")
+                 "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside",
+                 describe="an outer CUDA graph capture around a compiled function", sites=("capture",),
+                 requires=("compile_mode",))
 
 HELPER = '''
 

@@ -8,21 +8,33 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import summary
+from diagnose import measures
+from diagnose.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
-from probes.compile_mode import set_kw
 
 INFO = ProbeInfo("recompile", "recompiles per new shape or value",
-                 "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True")
+                 "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True",
+                 describe="recompiling for every new shape or value", sites=("compile",), needs_baseline=True,
+                 ranks={"dynamic=True": 3}, requires=("compile_mode",))
 
 
 def recompiles(run) -> list[dict]:
-    return [{"stage": st.name, **r} for st in (run.stages if run else []) for r in summary.recompiles(st)]
+    return [{"stage": st.name, **r} for st in (run.stages if run else []) for r in measures.recompiles(st)]
 
 
 def failed_on_limit(run) -> bool:
     st = run.failed_stage if run else None
     return bool(st and st.exception and "recompile" in (st.exception.get("type", "") + st.message).lower())
+
+
+def mechanism(session, base) -> str | None:
+    """torch's own words for why it recompiled, from the baseline's compile records."""
+    recs = recompiles(base)
+    reasons = sorted({str(r["reason"]).strip().splitlines()[0][:160] for r in recs if r.get("reason")})
+    if not recs:
+        return None
+    return (f"The baseline recompiled {len(recs)} time(s)" + (f"; torch's reason: {reasons[0]}" if reasons else "")
+            + ".")
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -11,7 +11,8 @@ from diagnose.edits import apply_edits
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
-                 "`for _ in range(N)` loops running compiled or captured work (static scan)", "N -> 1 | N -> 3")
+                 "`for _ in range(N)` loops running compiled or captured work (static scan)", "N -> 1 | N -> 3",
+                 describe="the warmup iteration count", sites=("warmup",))
 
 
 def set_count(source: str, n: int) -> str:

@@ -1,5 +1,5 @@
-"""Hand-built sessions for unit and golden tests: no process, no torch."""
-from diagnose.session import Phase, Run, Session, StageResult
+"""Hand-built sessions and stage records for unit, golden and fake-runner tests: no process, no torch."""
+from diagnose.session import Contention, Phase, Role, Run, Session, StageResult, Status
 
 SOURCE = "\n".join([
     "import torch",                                          # 1
@@ -18,33 +18,48 @@ SCAN = [
     {"suspect": "warmup", "line": 8, "end_line": 8, "code": "for _ in range(10): f(data)", "details": {}},
 ]
 BUDGETS = {"compile": 120.0, "test": 180.0, "benchmark": 180.0}
+ROLE = {None: Role.BASELINE}
 
 
-def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, **kw):
+def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, lock_wait=0.0, delay=0.0,
+          overlapped=(), reached=None, budget=None, **kw):
+    """reached=None: the fake runner marks every watched line as executed; [] says none was."""
+    status = Status(status)
     phases = [Phase("torch_import", 0.0, 2.0), Phase("submission_import", 2.0, 3.0)]
     if name != "compile":
-        phases.append(Phase("first_call:256x512x256", 3.0, min(wall, 5.0), open=status == "timeout"))
+        phases.append(Phase("first_call:256x512x256", 3.0, min(wall, 5.0), open=status == Status.TIMEOUT))
     timing = {}
     if per_call_us and name == "benchmark":
         timing = {c: {"per_call_s": [us * 1e-6] * 5, "repeat_wall_s": [0.03] * 5, "depth": "sample",
                       "stop_reason": "sample"} for c, us in per_call_us.items()}
-    return StageResult(name=name, status=status, wall_s=wall, budget_s=BUDGETS[name], phases=phases,
-                       timing=timing, predicted_s=predicted if predicted is not None else wall, **kw)
+    charged = round(wall - lock_wait, 4)
+    waits = [{"start_s": 0.5, "seconds": lock_wait, "mode": "shared"}] if lock_wait else []
+    st = StageResult(name=name, status=status, wall_s=wall, budget_s=budget or BUDGETS[name], charged_s=charged,
+                     phases=phases, timing=timing, predicted_s=predicted, lock_waits=waits,
+                     contention=Contention(overlapped=list(overlapped), run_delay_s=delay), reached=list(reached or []),
+                     **kw)
+    st.scripted_unreached = reached is not None and not reached
+    return st
 
 
 def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_us=None, variant=None, sha=None,
-        fail_at=None, site=None, **switches):
+        fail_at=None, site=None, role=None, watched=(), reached=None, delay=0.0, overlapped=(), budgets=None,
+        exception=None, **switches):
     stages = []
+    reached = list(watched) if reached is None else list(reached)
+    budgets = budgets or BUDGETS
     for name, wall in zip(BUDGETS, walls):
+        common = dict(wall=wall, reached=reached, delay=delay, overlapped=overlapped, budget=budgets[name])
         if fail_at == name:
-            stages.append(stage(name, status=outcome, wall=wall, message=f"{outcome} here",
-                                phase="first_call:256x512x256", site=site))
-            stages += [StageResult(name=n, status="skipped", budget_s=BUDGETS[n]) for n in list(BUDGETS)[len(stages):]]
+            stages.append(stage(name, status=outcome, message=f"{outcome} here", phase="first_call:256x512x256",
+                                site=site, exception=exception, **common))
+            stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=budgets[n]) for n in list(BUDGETS)[len(stages):]]
             break
-        stages.append(stage(name, wall=wall, per_call_us=per_call_us))
-    return Run(id=rid, probe=probe, toggle=toggle, outcome=outcome, stages=stages,
+        stages.append(stage(name, per_call_us=per_call_us, **common))
+    role = role or (Role.BASELINE if probe is None else Role.SINGLE)
+    return Run(id=rid, probe=probe, toggle=toggle, outcome=Status(outcome), stages=stages, role=role,
                variant=variant if variant is not None else (None if probe is None else f"--- a\n+++ b\n-{rid}\n"),
-               source_sha=sha or rid, switches=switches)
+               source_sha=sha or rid, switches=switches, watched=list(watched))
 
 
 def session(runs, scan=SCAN) -> Session:

@@ -1,9 +1,16 @@
 """The bisector on hand-built sessions: no process runs here."""
+import json
+
 from diagnose import bisector
-from diagnose.session import Session
+from diagnose.session import Role, Session, Status
 from tests.builders import run, session
 
 US = {"256x4096x7168": 100.0, "512x4096x7168": 120.0}
+
+
+def analyze(s, removers, fails=None):
+    bisector.search(s, removers, fails or (lambda keep: (_ for _ in ()).throw(AssertionError("no search expected"))))
+    bisector.conclude(s)
 
 
 def crash_base():
@@ -14,13 +21,13 @@ def test_single_cause():
     s = session([crash_base(),
                  run("r1", "warmup", "warmup N->1", per_call_us=US),
                  run("r2", "fullgraph", "fullgraph=False", outcome="crash", fail_at="test")])
-    bisector.analyze(s, removers=["warmup", "fullgraph"], fails=lambda keep: (_ for _ in ()).throw(AssertionError))
-    assert [c["suspects"] for c in s.causes] == [["warmup"]]
+    analyze(s, ["warmup", "fullgraph"])
+    assert [c.suspects for c in s.causes] == [["warmup"]]
     top = s.causes[0]
-    assert top["changes_outcome"] and top["rank"] == 1 and top["site"]["line"] == 8
-    assert "warmup N->1" in top["narrative"]
-    assert [c["probe"] for c in s.cleared] == ["fullgraph"]
-    assert s.fix["run"] == "r1" and s.fix["steady_us"] > 0
+    assert top.changes_outcome and top.rank == 1 and top.site["line"] == 8
+    assert "warmup N->1" in top.narrative and top.confidence == "high"
+    assert [c.probe for c in s.cleared] == ["fullgraph"]
+    assert s.fix.run == "r1" and s.fix.steady_us > 0
 
 
 def test_interaction_of_two_found_by_delta_debugging():
@@ -35,49 +42,80 @@ def test_interaction_of_two_found_by_delta_debugging():
     def fails(keep):   # the planted truth: it fails only while capture and the graph-recording mode are both in
         asked.append(tuple(keep))
         return {"graph_capture", "compile_mode"} <= set(keep)
-    bisector.analyze(s, removers=["graph_capture", "compile_mode", "warmup", "fullgraph"], fails=fails)
+    analyze(s, ["graph_capture", "compile_mode", "warmup", "fullgraph"], fails)
     top = s.causes[0]
-    assert top["suspects"] == ["graph_capture", "compile_mode"]
-    assert "×" in top["narrative"] and "records its own CUDA graphs" in top["narrative"]
-    assert sorted(c["probe"] for c in s.cleared) == ["fullgraph", "warmup"]
+    assert top.suspects == ["graph_capture", "compile_mode"]
+    assert "×" in top.narrative and "records its own CUDA graphs" in top.narrative
+    assert sorted(c.probe for c in s.cleared) == ["fullgraph", "warmup"]
     assert () in asked    # verified that removing everything fixes it
-    assert s.fix["run"] == "r2"
-    costs = {c["toggle"]: c["delta_us"] for c in s.fix["costs"]}
+    assert s.fix.run == "r2"
+    costs = {c.toggle: c.delta_us for c in s.fix.costs}
     assert costs["same mode, no CUDA graphs"] == 0 and 5.9 < costs["compile off"] < 6.1
     assert costs["capture off"] > 40
 
 
-def test_hang_with_no_fix_points_at_the_stuck_line():
+def test_the_specific_mechanism_ranks_above_the_blunt_toggle():
+    """Two toggles of one probe fix it alone: the one that names the mechanism leads the narrative; the
+    blunt one is listed as an alternative."""
+    s = session([crash_base(),
+                 run("r1", "compile_mode", "compile off", per_call_us=US),
+                 run("r2", "compile_mode", "same mode, no CUDA graphs", per_call_us=US)])
+    analyze(s, ["compile_mode"])
+    top = s.causes[0]
+    assert "same mode, no CUDA graphs fixes it" in top.narrative
+    assert top.alternatives == ["compile_mode: compile off"]
+
+
+def test_hang_with_no_fix_points_at_the_stuck_line_and_blames_no_probe():
     s = session([run("r0", outcome="timeout", fail_at="test", site={"file": "x", "line": 7, "func": "custom_kernel"}),
                  run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="test"),
                  run("r2", "compile_mode", "compile off", outcome="timeout", fail_at="test")])
-    bisector.analyze(s, removers=["warmup", "compile_mode"], fails=lambda keep: True)
+    analyze(s, ["warmup", "compile_mode"], fails=lambda keep: True)
     assert len(s.causes) == 1
     c = s.causes[0]
-    assert not c["changes_outcome"] and c["site"]["line"] == 7 and "hangs" in c["narrative"]
-    assert c["suspects"] == ["capture"]   # the stuck line lies inside the capture block (L6-7)
+    assert not c.changes_outcome and c.site["line"] == 7 and c.site["file"] == "kernels/sub.py"
+    assert "hangs" in c.narrative and c.suspects == [] and c.kind == "bug"
     assert s.fix is None
 
 
 def test_healthy_submission_has_no_cause_and_no_fix():
     s = session([run("r0", per_call_us=US),
                  run("r1", "warmup", "warmup N->1", walls=(5, 6, 12), per_call_us=US)])   # faster, but not needed
-    bisector.analyze(s, removers=["warmup"], fails=lambda keep: False)
+    analyze(s, ["warmup"], fails=lambda keep: False)
     assert s.causes == [] and s.fix is None and s.cleared == []
 
 
 def test_noise_is_not_claimed_as_an_effect():
     # the baseline is at risk; a toggle that moves stage times by less than the spread of repeats claims nothing
     base = [run("r0", outcome="at_risk", walls=(5, 10, 190), per_call_us=US, sha="b"),
-            run("r0b", outcome="at_risk", walls=(5, 13, 196), per_call_us=US, sha="b")]
-    base[1].switches["repeat"] = 1
+            run("r0b", outcome="at_risk", walls=(5, 13, 196), per_call_us=US, sha="b", role=Role.REPEAT)]
+    for b in base:
+        b.stages[-1].status = Status.AT_RISK
     v = [run("r1", "warmup", "warmup N->1", outcome="at_risk", walls=(5, 12, 192), per_call_us=US, sha="v")]
+    v[0].stages[-1].status = Status.AT_RISK
     s = session(base + v)
-    bisector.analyze(s, removers=["warmup"], fails=lambda keep: False)
-    assert s.causes == []
+    analyze(s, ["warmup"], fails=lambda keep: False)
+    assert [c for c in s.causes if not c.changes_outcome] == []
     saved = bisector.seconds_saved(s, base[0], v[0])
     assert not any(x["claimed"] for x in saved.values())
     assert saved["test"]["noise_s"] >= 3.0    # the baseline's own spread
+
+
+def test_time_saving_confidence_follows_the_effect_against_the_noise():
+    """A time-out whose fix saves far more than the noise is high; a saving barely above the floor is low."""
+    budgets = {"compile": 120.0, "test": 6.0, "benchmark": 180.0}
+    base = run("r0", outcome="timeout", fail_at="test", walls=(5, 6.0), budgets=budgets)
+    big = run("r1", "warmup", "warmup N->1", walls=(5, 2.0, 20), budgets=budgets)
+    s = session([base, big])
+    analyze(s, ["warmup"])
+    assert s.causes[0].confidence == "high"
+    small = run("r2", "import_init", "defer import work", walls=(5, 5.55, 20), budgets=budgets)
+    base2 = run("r0", outcome="ok", walls=(5, 5.9, 20), budgets=budgets)
+    s2 = session([base2, small])
+    analyze(s2, [], fails=lambda k: False)
+    assert s2.causes == []   # healthy: saving time it does not need is not a cause
+    saved = bisector.seconds_saved(s2, base2, small)
+    assert saved["test"]["saved_s"] == 0.35 and saved["test"]["claimed"]
 
 
 def test_ddmin_finds_a_one_minimal_set():
@@ -87,15 +125,49 @@ def test_ddmin_finds_a_one_minimal_set():
 
 def test_session_round_trips_through_json():
     s = session([crash_base(), run("r1", "warmup", "warmup N->1", per_call_us=US)])
-    bisector.analyze(s, removers=[], fails=None)
-    back = Session.from_dict(__import__("json").loads(s.to_json()))
+    analyze(s, ["warmup"])
+    back = Session.from_dict(json.loads(s.to_json()))
     assert back.to_dict() == s.to_dict()
+    assert back.causes[0].confidence == "high" and back.runs[0].outcome == Status.CRASH
 
 
 def test_a_run_that_skipped_later_stages_is_not_a_fix():
-    partial = run("r2", "compile_mode+warmup", "all suspects removed", walls=(5, 10))   # compile, test only
-    partial.switches["combination"] = True
+    partial = run("r2", "compile_mode+warmup", "all suspects removed", walls=(5, 10), role=Role.COMBINATION)
     s = session([crash_base(), run("r1", "warmup", "warmup N->1", per_call_us=US), partial])
-    bisector.analyze(s, removers=["warmup"], fails=lambda keep: bool(keep))
-    assert s.fix["run"] == "r1"
-    assert [c["run"] for c in s.fix["costs"]] == ["r1"]
+    analyze(s, ["warmup"], fails=lambda keep: bool(keep))
+    assert s.fix.run == "r1"
+    assert [c.run for c in s.fix.costs] == ["r1"]
+
+
+def test_a_toggle_that_never_ran_is_inconclusive_not_cleared():
+    """The baseline times out at import; the warmup loop sits in custom_kernel, so the variant times out
+    the same way without ever reaching its edited line: nothing about warmup was tested."""
+    base = run("r0", outcome="timeout", fail_at="compile", walls=(120,))
+    unreached = run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="compile", walls=(120,),
+                    watched=[8], reached=[])
+    s = session([base, unreached])
+    analyze(s, ["warmup"], fails=lambda keep: True)
+    assert s.cleared == []
+    (inc,) = s.inconclusive
+    assert inc.probe == "warmup" and "failed before reaching L8" in inc.reason
+    assert not any("warmup" in c.suspects for c in s.causes)
+
+
+def test_a_broken_toggle_is_not_weighed():
+    base = crash_base()
+    broken = run("r1", "import_init", "defer import work", outcome="crash", fail_at="test", watched=[3],
+                 site={"file": "x", "line": 3, "func": "<module>"},
+                 exception={"type": "NameError", "message": "name '_epilogue' is not defined"})
+    s = session([base, broken])
+    analyze(s, ["import_init"], fails=lambda keep: True)
+    assert s.cleared == [] and s.inconclusive[0].probe == "import_init"
+    assert "broke the program" in s.inconclusive[0].reason
+
+
+def test_a_suspect_is_never_both_a_cause_and_cleared():
+    s = session([crash_base(),
+                 run("r1", "compile_mode", "compile off", per_call_us=US),
+                 run("r2", "compile_mode", "mode=default", outcome="crash", fail_at="test")])
+    analyze(s, ["compile_mode"])
+    assert s.causes[0].suspects == ["compile_mode"]
+    assert "compile_mode" not in [c.probe for c in s.cleared]

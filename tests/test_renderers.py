@@ -22,15 +22,17 @@ def interaction_session():
                  run("r1", "graph_capture", "capture off", per_call_us={k: v * 1.5 for k, v in US.items()}),
                  run("r2", "compile_mode", "same mode, no CUDA graphs", per_call_us=US),
                  run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="test")])
-    bisector.analyze(s, removers=["graph_capture", "compile_mode", "warmup"],
-                     fails=lambda keep: {"graph_capture", "compile_mode"} <= set(keep))
+    bisector.search(s, ["graph_capture", "compile_mode", "warmup"],
+                    fails=lambda keep: {"graph_capture", "compile_mode"} <= set(keep))
+    bisector.conclude(s)
     s.verdict = summary.verdict(s)
     return s
 
 
 def healthy_session():
     s = session([run("r0", per_call_us=US)])
-    bisector.analyze(s, removers=[], fails=None)
+    bisector.search(s, [], fails=None)
+    bisector.conclude(s)
     s.verdict = summary.verdict(s)
     return s
 
@@ -57,12 +59,36 @@ def test_golden(name, make, fmt):
 
 def test_markdown_sections_come_in_the_ticket_order():
     md = RENDERERS["md"](interaction_session())
-    order = ["## Verdict", "## Ranked causes", "## Verified fix", "## Evidence per probe", "## Timeline",
+    order = ["## Verdict", "## Ranked causes", "## Verified fix", "## Evidence per run", "## Timeline",
              "## Failure", "## Compile metrics", "## Environment", "## Reproduce"]
     pos = [md.index(h) for h in order]
     assert pos == sorted(pos)
     assert "graph_capture × compile_mode" in md and "```mermaid" in md and "```diff" in md
     assert "Verified not to be the cause" in md and "`warmup`" in md
+
+
+def test_the_first_five_lines_carry_verdict_top_cause_and_fix():
+    head = RENDERERS["md"](interaction_session()).splitlines()[:5]
+    assert head[0].startswith("# diagnose: sub.py: CRASH")
+    assert head[2].startswith("- **Verdict:** CRASH") and head[3].startswith("- **Top cause:** graph_capture")
+    assert head[4].startswith("- **Verified fix:** ")
+
+
+def test_mermaid_axis_is_milliseconds_with_millisecond_values():
+    md = RENDERERS["md"](interaction_session())
+    block = md.split("```mermaid\n", 1)[1].split("```", 1)[0].splitlines()
+    assert "dateFormat x" in [b.strip() for b in block]
+    bars = [b for b in block if ":" in b and "," in b and "Format" not in b]
+    ends = [int(b.rsplit(",", 1)[1]) for b in bars]
+    assert max(ends) == 5000      # the builders' first call ends 5 s into its stage: 5000 ms on the axis
+
+
+def test_text_from_the_submission_cannot_break_the_markdown():
+    s = interaction_session()
+    s.verdict.message = "boom `x` [red]oops[/red] | pipe\nsecond line"
+    md = RENDERERS["md"](s)
+    line = next(l for l in md.splitlines() if l.startswith("- **Verdict:**"))
+    assert "``boom `x` [red]oops[/red] | pipe second line``" in line
 
 
 def test_json_contract_fields():

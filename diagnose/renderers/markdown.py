@@ -1,73 +1,122 @@
 """report.md: ready to paste into a ticket.
 
-Order: verdict, ranked causes, suspects verified not to matter, the fix and the cost of each working fix,
-per-probe evidence, a gantt of baseline against the fix, the baseline's stages (phase table), the stack
-or exception, compile metrics, environment, and the commands to reproduce.
+The first five lines carry the verdict, the top cause and the fix. Then, in ticket order: the verdict's
+details and warnings, ranked causes, suspects verified not to matter, suspects the runs cannot speak
+for, the fix and the cost of every working fix, evidence per run, a timeline of the baseline against the
+fix, the suspects in the source, the baseline's stages, the failure (the submission's frames first),
+compile metrics, the environment, and the command to reproduce. Every statement is its own paragraph.
+Text the submission controls (messages, code, paths) goes into code spans or fenced blocks.
 """
 from __future__ import annotations
 
+import shlex
+
 from diagnose import summary
-from diagnose.session import Run, Session, StageResult
+from diagnose.renderers.text import code_span, fence, fold_frames
+from diagnose.session import Role, Run, Session, StageResult, Status
 
 
 def _s(x, unit="s", nd=2) -> str:
-    return "—" if x is None else f"{x:.{nd}f} {unit}".strip()
+    return "n/a" if x is None else f"{x:.{nd}f} {unit}".strip()
 
 
 def _name(run: Run) -> str:
-    return "baseline (as submitted)" if run.probe is None else f"{run.probe}: {run.toggle}"
+    if run.role == Role.BASELINE:
+        return "baseline (as submitted)"
+    if run.role == Role.CONFIRM:
+        return f"solo rerun of {run.confirms}"
+    return f"{run.probe or 'all'}: {run.toggle}"
+
+
+def _at(site: dict | None) -> str:
+    if not site:
+        return ""
+    where = code_span(f"{site['file']}:{site['line']}")
+    return f" at {where} {code_span(site['code'])}" if site.get("code") else f" at {where}"
+
+
+def _head(s: Session) -> list[str]:
+    v = s.verdict
+    status = str(v.status).upper()
+    name = s.submission.get("name", "submission")
+    out = [f"# diagnose: {name}: {status}", ""]
+    where = f" in `{v.stage}`" + (f", phase `{v.phase}`" if v.phase else "") if v.stage else ""
+    site = _at(v.site)
+    msg = f": {code_span(v.message)}" if v.message and v.status != Status.OK else (f": {v.message}" if v.message else "")
+    unconf = "" if v.confirmed else " (unconfirmed)"
+    out.append(f"- **Verdict:** {status}{unconf}{where}{site}{msg}.")
+    if s.causes:
+        top = s.causes[0]
+        out.append(f"- **Top cause:** {' × '.join(top.suspects) or top.kind} (confidence {top.confidence}). "
+                   f"{top.narrative}")
+    else:
+        out.append("- **Top cause:** " + _no_cause(s))
+    if s.fix:
+        us = f", {s.fix.steady_us:.1f} µs per call (geometric mean of the benchmark shapes)" if s.fix.steady_us else ""
+        out.append(f"- **Verified fix:** {code_span(s.fix.toggle or '')} passes every stage{us}. Diff below.")
+    else:
+        out.append("- **Verified fix:** none" + ("." if v.status == Status.OK else
+                                                  ": no variant passed every stage the baseline ran."))
+    return out + [""]
+
+
+def _no_cause(s: Session) -> str:
+    st = s.verdict.status
+    if st == Status.OK:
+        return "none: the submission is healthy."
+    if st == Status.NEEDS_GPU:
+        return "none: this machine cannot judge the submission."
+    if st in (Status.INTERRUPTED, Status.INCOMPLETE):
+        return "none: the diagnosis stopped before any probe could tell."
+    return "none: no probe ran far enough to tell, and no hot spot was measured."
 
 
 def _verdict(s: Session) -> list[str]:
     v = s.verdict
-    base = s.baseline
     out = ["## Verdict", ""]
-    status = v.get("status", "incomplete").upper()
     if not s.complete:
-        out += ["> **Incomplete diagnosis**: it was interrupted or failed part-way; what is below is what "
-                "finished.", ""]
-    if v.get("status") == "ok":
+        out += ["**Incomplete diagnosis.** It was interrupted or failed part-way; what follows is what finished.", ""]
+    if v.status == Status.OK:
+        base = s.baseline
         marg = "; ".join(f"{m['stage']} {m['seconds']:.1f} s of {m['budget_s']:.0f} s"
                          for m in summary.margins(base)) if base else ""
-        out.append(f"**OK.** Every stage passed its checks within its budget ({marg}). No cause to report.")
-    else:
-        where = f" in stage `{v.get('stage')}`, phase `{v.get('phase')}`" if v.get("stage") else ""
-        site = v.get("site")
-        line = f" at `{site['file']}:{site['line']}` (`{site['code']}`)" if site else ""
-        out.append(f"**{status}**{where}{line}: {v.get('message', '')}.")
-        if s.causes:
-            top = s.causes[0]
-            out.append(f" Top cause: {top['narrative']}")
-        if s.fix:
-            out.append(f" Verified fix: `{s.fix['toggle']}` passes every stage "
-                       f"({_s(s.fix['steady_us'], 'µs', 1)} per call, geometric mean).")
+        out += [f"Every stage passed its checks within its budget ({marg}).", ""]
+    elif v.message:
+        out += [f"{str(v.status).upper()}: {code_span(v.message)}", ""]
+    if v.note:
+        out += [f"{v.note[0].upper()}{v.note[1:]}.", ""]
+    for w in s.warnings:
+        out += [f"**Warning ({w['kind']}):** {w['message']}", ""]
     if s.harness.get("cpu_only"):
-        out += ["", "_No GPU: the run used the CPU and the small shape set. CPU timings of the benchmark stages "
-                "say nothing about a GPU budget; no verdict rests on them._"]
-    return out + [""]
+        out += ["_No GPU: the run used the CPU and the small shape set. CPU timings of the benchmark stages say "
+                "nothing about a GPU budget, and no verdict rests on them._", ""]
+    return out
 
 
 def _causes(s: Session) -> list[str]:
     out = ["## Ranked causes", ""]
     if not s.causes:
-        return out + ["None: " + ("the submission is healthy." if s.verdict.get("status") == "ok" else
-                                  "no probe ran far enough to tell.") , ""]
+        out += [_no_cause(s)[0].upper() + _no_cause(s)[1:], ""]
     for c in s.causes:
-        site = c.get("site")
-        where = f" — `{site['file']}:{site['line']}` `{site['code']}`" if site else ""
-        out.append(f"{c['rank']}. **{' × '.join(c['suspects']) or 'unknown'}**{where} "
-                   f"(confidence {c['confidence']}; {'changes the outcome' if c['changes_outcome'] else 'time only'})")
-        out.append(f"   {c['narrative']}")
+        where = _at(c.site)
+        kind = "changes the outcome" if c.changes_outcome else "time only"
+        conf = "" if c.confirmed else ", unconfirmed"
+        out += [f"{c.rank}. **{' × '.join(c.suspects) or c.kind}**{where} (confidence {c.confidence}; {kind}{conf})",
+                "", f"   {c.narrative}", ""]
         saved = [f"{k} {v['saved_s']:+.1f} s of {v['budget_s']:.0f} s (noise ±{v['noise_s']:.1f})"
-                 for k, v in c.get("seconds_saved", {}).items()]
+                 for k, v in c.seconds_saved.items() if v["claimed"]]
         if saved:
-            out.append(f"   Seconds saved per stage: {'; '.join(saved)}.")
-        out.append(f"   Evidence: runs {', '.join(c['evidence'])}.")
-    out.append("")
+            out += [f"   Seconds saved per stage: {'; '.join(saved)}.", ""]
+        if c.alternatives:
+            out += [f"   Other single toggles that also fix it: {', '.join(c.alternatives)}.", ""]
+        out += [f"   Evidence: runs {', '.join(c.evidence)}.", ""]
     if s.cleared:
-        out += ["**Verified not to be the cause:**", ""]
-        out += [f"- `{c['probe']}` — {c['narrative']}" for c in s.cleared]
-        out.append("")
+        out += ["### Verified not to be the cause", ""]
+        out += [f"- `{c.probe}`: {c.narrative}" + ("" if c.confirmed else " (unconfirmed)")
+                + f" Runs {', '.join(c.evidence)}." for c in s.cleared] + [""]
+    if s.inconclusive:
+        out += ["### Inconclusive", ""]
+        out += [f"- `{i.probe}`: {i.reason}. Runs {', '.join(i.evidence)}." for i in s.inconclusive] + [""]
     return out
 
 
@@ -75,32 +124,37 @@ def _fix(s: Session) -> list[str]:
     if not s.fix:
         return []
     f = s.fix
-    out = ["## Verified fix", "", f"`{f['toggle']}` (run {f['run']}) passes every check and fits every budget, "
-           f"with the best steady state of the working variants.", "", "```diff", f["diff"].rstrip(), "```", "",
+    out = ["## Verified fix", "", f"{code_span(f.toggle or '')} (run {f.run}) passes every check and fits every "
+           f"budget, with the best steady state of the working variants.", "", *fence(f.diff.rstrip(), "diff"), "",
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs best |", "|---|---|---|"]
-    for c in f["costs"]:
-        vs = "—" if c["delta_us"] is None else "best" if c["delta_us"] == 0 else f"+{c['delta_us']:.1f} µs per call"
-        out.append(f"| {c['probe']}: {c['toggle']} | {_s(c['steady_us'], '', 1)} | {vs} |")
+    for c in f.costs:
+        vs = "n/a" if c.delta_us is None else "best" if c.delta_us == 0 else f"+{c.delta_us:.1f} µs per call"
+        out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
     return out + [""]
 
 
 def _evidence(s: Session) -> list[str]:
-    out = ["## Evidence per probe", "", "| run | toggle | outcome | import | compile | first call (compile / "
-           "capture / rest) | recompiles | steady µs | worst stage vs budget |", "|---|---|---|---|---|---|---|---|---|"]
+    out = ["## Evidence per run", "", "| run | variant | outcome | import | compile | first call (compile / "
+           "capture / rest) | recompiles | steady µs | worst stage vs budget | lock wait | beside |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in s.runs:
         row = summary.run_row(r)
         fc = row["first_call"]
-        fcs = "—" if not fc else (f"{fc['total_s']:.2f} s ({fc['compile_s']:.2f} / {fc['capture_s']:.2f} / "
-                                  f"{fc['rest_s']:.2f}){' †' if fc['open'] else ''}")
+        fcs = "n/a" if not fc else (f"{fc['total_s']:.2f} s ({fc['compile_s']:.2f} / {fc['capture_s']:.2f} / "
+                                    f"{fc['rest_s']:.2f}){' †' if fc['open'] else ''}")
         w = row["worst_stage"]
-        ws = f"{w[2]} {w[0]:.1f} / {w[1]:.0f} s" if w else "—"
+        ws = f"{w[2]} {w[0]:.1f} / {w[1]:.0f} s" if w else "n/a"
         note = f" ({r.note})" if r.note else ""
+        wait = sum(st.lock_wait_s for st in r.stages)
+        beside = "solo" if r.solo else (str(len({o for st in r.stages for o in st.contention.overlapped})) + " runs")
         out.append(f"| {r.id} | {_name(r)}{note} | **{r.outcome}** | {_s(row['import_s'])} | "
-                   f"{_s(row['compile_s'])} | {fcs} | {row['recompiles']} | {_s(row['steady_us'], '', 1)} | {ws} |")
-    out += ["", "† the phase was still open when the process died or was stopped.", ""]
+                   f"{_s(row['compile_s'])} | {fcs} | {row['recompiles']} | {_s(row['steady_us'], '', 1)} | {ws} | "
+                   f"{wait:.1f} s | {beside} |")
+    out += ["", "† the phase was still open when the process died or was stopped. Lock wait is time spent queued "
+                "for the GPU; it is not charged to the budget.", ""]
     if s.probes:
-        out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']} — {p['why']}" for p in s.probes] + [""]
+        out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']}: {p['why']}" for p in s.probes] + [""]
     w = summary.warmup_per_iteration(s)
     if w:
         pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
@@ -113,51 +167,69 @@ def _evidence(s: Session) -> list[str]:
 
 
 def _gantt(s: Session) -> list[str]:
+    """Mermaid gantt in milliseconds (`dateFormat x`), each stage on its own clock from 0."""
     base = s.baseline
-    fix = next((r for r in s.runs if s.fix and r.id == s.fix["run"]), None)
-    if base is None:
+    fix = s.run(s.fix.run) if s.fix else None
+    if base is None or not any(st.phases for st in base.stages):
         return []
-    out = ["## Timeline", "", "```mermaid", "gantt", "    dateFormat X", "    axisFormat %s s"]
+    out = ["## Timeline", "", "```mermaid", "gantt", "    dateFormat x", "    axisFormat %M:%S"]
     for run in [base] + ([fix] if fix else []):
         for st in run.stages:
-            if st.status == "skipped":
+            if not st.phases:
                 continue
             out.append(f"    section {'baseline' if run is base else 'fix'} {st.name}")
             for p in st.phases:
                 if p.end_s - p.start_s < 0.05 and not p.open:
                     continue
                 tag = "crit, " if p.open or not p.ok else ""
-                out.append(f"    {p.name.replace(':', ' ')} :{tag}{int(p.start_s * 1000)}, "
-                           f"{max(int(p.end_s * 1000), int(p.start_s * 1000) + 1)}")
-    out += ["```", "", "_Axis in milliseconds of each stage's own clock._", ""]
+                start = int(p.start_s * 1000)
+                label = p.name.replace(":", " ").replace(";", " ").replace("#", " ")
+                out.append(f"    {label} :{tag}{start}, {max(int(p.end_s * 1000), start + 1)}")
+    out += ["```", "", "_Axis: minutes:seconds from the start of each stage._", ""]
     return out
 
 
+def _suspects(s: Session) -> list[str]:
+    out = ["## Suspects found in the source", ""]
+    if not s.scan:
+        return out + ["None.", ""]
+    return out + [f"- `{x['suspect']}` L{x['line']}: {code_span(x['code'])}" for x in s.scan] + [""]
+
+
 def _stage_table(st: StageResult) -> list[str]:
-    out = [f"### {st.name}: {st.status} — {st.wall_s:.2f} s of {st.budget_s:.0f} s"
-           + (f", predicted {st.predicted_s:.1f} s" if st.predicted_s is not None and st.timing else ""), ""]
+    head = f"### {st.name}: {st.status}, {st.charged_s:.2f} s of {st.budget_s:.0f} s"
+    if st.predicted_s is not None and st.timing:
+        head += f", predicted {st.predicted_s:.1f} s"
+    out = [head, ""]
     if st.message:
-        out += [f"{st.message}", ""]
+        out += [code_span(st.message), ""]
     out += ["| phase | start s | end s | seconds |", "|---|---|---|---|"]
     for p in st.phases:
         out.append(f"| {p.name}{' (open)' if p.open else ''} | {p.start_s:.3f} | {p.end_s:.3f} | "
                    f"{p.end_s - p.start_s:.3f} |")
     fc = summary.first_call(st)
-    if fc:
+    if fc and not fc["open"]:
         out += ["", f"First call `{fc['phase']}` took {fc['total_s']:.2f} s: {fc['compile_s']:.2f} s compiling, "
                     f"{fc['rest_s']:.2f} s warming up and running, {fc['capture_s']:.2f} s capturing."]
+    out.append("")
     for case, t in st.timing.items():
         p = t.get("predicted")
         med = sorted(t["per_call_s"])[len(t["per_call_s"]) // 2] * 1e6
         extra = (f"; the stopping rule predicts {p['repeats']} repeats, {p['seconds']:.1f} s ({p['reason']}, "
                  f"cv {p['cv'] * 100:.2f} %)") if p else ""
         out.append(f"- timing {case}: {len(t['per_call_s'])} repeats ({t['depth']}), median {med:.1f} µs{extra}")
-    out += ["", f"Resources: wall {st.wall_s:.2f} s, CPU {st.cpu_s:.2f} s (user {st.user_s:.2f} s), peak RSS "
-                f"{st.peak_rss_mb:.0f} MB over {st.processes} process(es)"
-            + (f", peak GPU {st.peak_gpu_mb:.0f} MB" if st.peak_gpu_mb else "")
-            + (f", exit code {st.exit_code}" if st.exit_code is not None else "")
-            + (f", signal {st.signal}" if st.signal else "") + (f", killed ({st.killed})" if st.killed else "")
-            + (f", timing lock wait {st.lock_wait_s:.2f} s" if st.lock_wait_s else "") + ".", ""]
+    c = st.contention
+    res = (f"Resources: wall {st.wall_s:.2f} s, of which {st.lock_wait_s:.2f} s queued for the GPU; CPU "
+           f"{st.cpu_s:.2f} s (user {st.user_s:.2f} s); {c.run_delay_s:.2f} s waiting for a CPU; peak RSS "
+           f"{st.peak_rss_mb:.0f} MB over {st.processes} process(es)")
+    res += f", peak GPU {st.peak_gpu_mb:.0f} MB" if st.peak_gpu_mb else ""
+    res += f"; exit code {st.exit_code}" if st.exit_code is not None else ""
+    res += f"; signal {st.signal}" if st.signal else ""
+    res += f"; killed ({st.killed})" if st.killed else ""
+    out += ["", res + ".", ""]
+    if st.anomalies:
+        out += ["Anomalies on the tool's event channel (events the worker did not send, or malformed ones):", ""]
+        out += [f"- {code_span(a)}" for a in st.anomalies] + [""]
     return out
 
 
@@ -167,7 +239,7 @@ def _stages(s: Session) -> list[str]:
         return []
     out = ["## Stages of the baseline run", ""]
     for st in base.stages:
-        if st.status == "skipped":
+        if st.status == Status.SKIPPED:
             out += [f"### {st.name}: skipped (an earlier stage failed)", ""]
         else:
             out += _stage_table(st)
@@ -179,16 +251,23 @@ def _failure(s: Session) -> list[str]:
     st = base.failed_stage if base else None
     if not st:
         return []
+    sub = s.submission.get("path", "submission.py")
     out = ["## Failure", ""]
     if st.exception:
-        out += [f"Exception in `{st.phase}`:", "", "```", st.exception.get("traceback", "").rstrip()[-6000:], "```", ""]
+        frames = st.exception.get("frames") or []
+        out += [f"Exception in `{st.phase}`, the submission's frames first (library frames folded):", ""]
+        out += fence("\n".join(fold_frames(frames, "submission.py")) + "\n" +
+                     f"{st.exception.get('type')}: {(st.exception.get('message') or '').strip()[:2000]}")
+        out += ["", "<details><summary>Full traceback</summary>", "", *fence(
+            (st.exception.get("traceback") or "").rstrip()[-6000:]), "", "</details>", ""]
     if st.stacks:
-        site = s.verdict.get("site")
-        hl = f"Innermost submission frame: line {site['line']} `{site['code']}`." if site else ""
-        out += [f"Stacks when the process was stopped ({st.killed or st.signal or 'fatal signal'}). {hl}", "",
-                "```", st.stacks.rstrip()[-6000:], "```", ""]
+        site = s.verdict.site
+        hl = f" Innermost submission frame: line {site['line']} {code_span(site['code'])}." if site else ""
+        out += [f"Stacks when the process was stopped ({st.killed or st.signal or 'fatal signal'}).{hl}", "",
+                *fence(st.stacks.rstrip()[-6000:]), ""]
     if st.stderr_tail.strip():
-        out += ["stderr (tail):", "", "```", st.stderr_tail.rstrip()[-3000:], "```", ""]
+        out += ["stderr (tail):", "", *fence(st.stderr_tail.rstrip()[-3000:]), ""]
+    del sub
     return out
 
 
@@ -209,13 +288,15 @@ def _compile(s: Session) -> list[str]:
         return ["## Compile metrics", "", "No torch.compile frame was compiled in any run.", ""]
     reasons = {str(x["reason"]).strip() for r in s.runs for st in r.stages for x in summary.recompiles(st) if x["reason"]}
     if reasons:
-        out += ["", "Recompile reasons:", ""] + [f"- `{x[:200]}`" for x in sorted(reasons)]
+        out += ["", "Recompile reasons:", ""] + [f"- {code_span(x[:200])}" for x in sorted(reasons)[:10]]
     return out + ["", "Seconds; each layer excludes the layers inside it.", ""]
 
 
 def _environment(s: Session) -> list[str]:
     e = s.environment
     h = s.harness
+    waits = sum(st.lock_wait_s for r in s.runs for st in r.stages)
+    delay = sum(st.contention.run_delay_s for r in s.runs for st in r.stages)
     keys = [("GPU", e.get("gpu")), ("driver", e.get("driver")), ("CUDA", e.get("cuda")), ("torch", e.get("torch")),
             ("triton", e.get("triton")), ("python", e.get("python")), ("CPUs", e.get("cpu_count")),
             ("task", f"{s.task.get('name')} ({s.task.get('shape_set')} shapes)"),
@@ -223,28 +304,21 @@ def _environment(s: Session) -> list[str]:
             ("budgets", ", ".join(f"{k} {v:g} s" for k, v in h.get("budgets", {}).items())),
             ("compile caches", "cold at the start of every run (fresh empty directories), shared by that run's "
                                "stages; the `cache` probe reuses the baseline's"),
-            ("L2 flush", h.get("flush", "—")),
-            ("concurrency", f"{h.get('concurrency', '—')}; at most {summary.overlap(s)} overlapped (phase times are "
-                            f"as each child saw them; no two timing loops overlapped)")]
-    return ["## Environment", "", "| | |", "|---|---|"] + [f"| {k} | {v if v is not None else '—'} |"
+            ("L2 flush", h.get("flush")),
+            ("concurrency", f"{h.get('concurrency', 'one run at a time')}; at most {summary.overlap(s)} overlapped"),
+            ("GPU lock waits", f"{waits:.1f} s in all, none charged to a budget"),
+            ("CPU waits", f"{delay:.1f} s in all (time the runs' processes were ready but had no CPU)")]
+    return ["## Environment", "", "| | |", "|---|---|"] + [f"| {k} | {v if v is not None else 'n/a'} |"
                                                           for k, v in keys] + [""]
 
 
 def render(session: Session) -> str:
     s = session
-    title = f"# diagnose: {s.submission.get('name', 'submission')}"
-    lines = [title, "", f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
-    if s.scan:
-        found = ["## Suspects found in the source", ""] + [
-            f"- `{x['suspect']}` L{x['line']}: `{x['code']}`" for x in s.scan] + [""]
-    else:
-        found = ["## Suspects found in the source", "", "None.", ""]
-    for part in (_verdict, _causes, _fix, _evidence, _gantt):
+    lines = _head(s)
+    lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
+    for part in (_verdict, _causes, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile, _environment):
         lines += part(s)
-    lines += found
-    for part in (_stages, _failure, _compile, _environment):
-        lines += part(s)
-    lines += ["## Reproduce", "", "```", " ".join(s.command), "```", ""]
+    lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
     for n in s.notes:
-        lines.append(f"- {n}")
+        lines += [f"- {n}"]
     return "\n".join(lines).rstrip() + "\n"

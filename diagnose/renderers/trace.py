@@ -10,14 +10,17 @@ from diagnose.session import Session
 def render(session: Session) -> str:
     events = []
     for pid, run in enumerate(session.runs, 1):
-        name = "baseline" if run.probe is None else f"{run.probe}: {run.toggle}"
+        name = str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
         events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{run.id} {name}"}})
         for tid, st in enumerate(run.stages, 1):
             events.append({"ph": "M", "name": "thread_name", "pid": pid, "tid": tid, "args": {"name": st.name}})
-            if st.status == "skipped":
+            if not st.phases and not st.wall_s:
                 continue
             events.append({"ph": "X", "name": f"{st.name} ({st.status})", "pid": pid, "tid": tid, "ts": 0,
-                           "dur": st.wall_s * 1e6, "args": {"status": st.status, "message": st.message}})
+                           "dur": st.wall_s * 1e6, "args": {"status": str(st.status), "message": st.message}})
+            for w in st.lock_waits:
+                events.append({"ph": "X", "name": f"GPU lock wait ({w['mode']})", "pid": pid, "tid": tid,
+                               "ts": w["start_s"] * 1e6, "dur": w["seconds"] * 1e6})
             for p in st.phases:
                 events.append({"ph": "X", "name": p.name, "pid": pid, "tid": tid, "ts": p.start_s * 1e6,
                                "dur": max(0.0, p.end_s - p.start_s) * 1e6, "args": {"open": p.open}})

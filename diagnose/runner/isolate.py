@@ -1,10 +1,16 @@
 """Run one child in isolation and always get a record back, however the child ends.
 
 The child starts in a new session (its own process group) with stdin closed and stdout/stderr on pipes
-whose tails we keep (capped: a submission may print gigabytes). While it runs we poll its whole process
-tree with psutil: peak RSS, CPU time, and every descendant we have ever seen, so that a grandchild that
-called setsid() and left the group is still found and killed. Descendants also carry a marker in their
-environment, and this process is made a child subreaper, so an orphan re-parents to us and is found too.
+whose tails we keep (capped: a submission may print gigabytes). Its events come back on a pipe it
+inherited by descriptor (no path names it), read without ever blocking; every event is checked for
+shape, and one that is malformed is recorded as an anomaly, never trusted. GPU lock requests on that
+pipe go to the arbiter, and the deadline moves by exactly the time the parent kept the child waiting.
+
+While it runs we poll its whole process tree with psutil: peak RSS, CPU time, the time its processes
+waited for a CPU (run_delay in /proc/PID/schedstat), and every descendant we have ever seen, so that a
+grandchild that called setsid() and left the group is still found and killed. Descendants carry a
+marker in their environment and this process is a child subreaper, so orphans re-parent to us; a
+descendant that cleared its environment is still ours by session id.
 
 On the deadline: SIGUSR1 asks the child's faulthandler for every thread's stack, a short grace lets it
 write, then SIGKILL goes to the group and to every tracked process, and we verify nothing survived.
@@ -12,8 +18,8 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 from __future__ import annotations
 
 import ctypes
-import json
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -24,10 +30,14 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from diagnose.runner.arbiter import GpuArbiter
+from diagnose.runner.events import EventParser
+
 TAIL_BYTES = 32 * 1024
 POLL_S = 0.1
 STACK_GRACE_S = 2.0
 MARKER = "DIAGNOSE_RUN_MARKER"
+FDS_ENV = "DIAGNOSE_FDS"          # "events,reply,stacks" descriptor numbers for the worker
 
 
 def _become_subreaper() -> None:
@@ -50,7 +60,7 @@ class ChildResult:
     cpu_s: float = 0.0
     user_s: float = 0.0
     peak_rss_mb: float = 0.0
-    killed: str | None = None          # deadline | max_rss | interrupted | cutoff
+    killed: str | None = None          # deadline | max_rss | interrupted
     kill_t: float | None = None
     stdout_tail: str = ""
     stderr_tail: str = ""
@@ -58,8 +68,15 @@ class ChildResult:
     stderr_bytes: int = 0
     stacks: str = ""
     events: list[dict] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
     survivors: list[int] = field(default_factory=list)
     max_procs: int = 0
+    pid: int = 0
+    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode}
+    gpu_shared_s: float = 0.0
+    run_delay_s: float = 0.0
+    load_per_cpu: float = 0.0
+    overlapped: list[str] = field(default_factory=list)
 
 
 class _Tail(threading.Thread):
@@ -82,30 +99,13 @@ class _Tail(threading.Thread):
         return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace")
 
 
-class _EventReader:
-    """Incrementally read the JSON-lines event file; only whole lines count."""
-
-    def __init__(self, path: str):
-        self.path, self.offset, self.partial, self.events = path, 0, b"", []
-
-    def poll(self) -> list[dict]:
-        try:
-            with open(self.path, "rb") as fh:
-                fh.seek(self.offset)
-                data = fh.read()
-        except FileNotFoundError:
-            return []
-        self.offset += len(data)
-        lines = (self.partial + data).split(b"\n")
-        self.partial = lines.pop()
-        new = []
-        for line in lines:
-            try:
-                new.append(json.loads(line))
-            except ValueError:
-                continue
-        self.events += new
-        return new
+def _run_delay_s(pid: int) -> float | None:
+    """Seconds this process's main thread was runnable but waiting for a CPU (Linux schedstat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
 
 
 class _Tree:
@@ -113,8 +113,10 @@ class _Tree:
 
     def __init__(self, root: psutil.Process, marker: str):
         self.root, self.marker = root, marker
+        self.sid = os.getsid(root.pid)
         self.procs: dict[tuple[int, float], psutil.Process] = {}
         self.cpu: dict[tuple[int, float], tuple[float, float]] = {}
+        self.delay: dict[tuple[int, float], float] = {}
 
     def _add(self, p: psutil.Process):
         try:
@@ -134,12 +136,14 @@ class _Tree:
             ours = psutil.Process().children(recursive=True)
         except psutil.Error:
             ours = []
-        for c in ours:  # orphans that re-parented to us (subreaper) and still carry our marker
+        for c in ours:  # orphans re-parented to us (subreaper): ours by marker, or by session
             try:  # one zombie or vanished process must not hide the others
                 key = (c.pid, c.create_time())
-                if key not in self.procs and c.environ().get(MARKER) == self.marker:
+                if key in self.procs:
+                    continue
+                if os.getsid(c.pid) == self.sid or c.environ().get(MARKER) == self.marker:
                     self.procs[key] = c
-            except psutil.Error:
+            except (psutil.Error, OSError):
                 continue
 
     def measure(self) -> float:
@@ -152,6 +156,9 @@ class _Tree:
                     self.cpu[key] = (t.user + t.children_user, t.system + t.children_system)
             except psutil.Error:
                 continue
+            d = _run_delay_s(key[0])
+            if d is not None:
+                self.delay[key] = d
         return rss / 2**20
 
     def alive(self) -> list[psutil.Process]:
@@ -197,61 +204,144 @@ class _Tree:
             time.sleep(0.05)
 
 
-def run_child(argv: list[str], cwd: str, env: dict, events_path: str, stacks_path: str, budget_s: float,
-              max_rss_mb: float | None = None, stop: threading.Event | None = None,
-              on_event=None, cutoff=None) -> ChildResult:
-    """Run argv to completion or to its deadline. `on_event(ev)` sees events live; `cutoff(events)`
-    returning a reason string stops the run early (the scheduler's early cutoff)."""
+@dataclass
+class Limits:
+    budget_s: float
+    max_rss_mb: float | None = None
+
+
+def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
+              arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
+              on_event=None, others=None) -> ChildResult:
+    """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
+    arrives; `others()` names the other runs alive right now (overlap evidence)."""
     marker = uuid.uuid4().hex
-    env = {**env, MARKER: marker}
+    owner = owner or marker
+    ev_r, ev_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.set_blocking(ev_r, False)
+    env = {**env, MARKER: marker, FDS_ENV: f"{ev_w},{rep_r},{stacks_fd}"}
     res = ChildResult(start_t=time.time())
-    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True,
+                                pass_fds=(ev_w, rep_r, stacks_fd))
+    finally:
+        for fd in (ev_w, rep_r, stacks_fd):
+            os.close(fd)
+    res.pid = proc.pid
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
-    reader = _EventReader(events_path)
+    parser = EventParser(worker_pid=proc.pid)
     tree = _Tree(psutil.Process(proc.pid), marker)
-    while proc.poll() is None:
-        tree.scan()
-        res.max_procs = max(res.max_procs, len(tree.procs))
-        res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
-        for ev in reader.poll():
-            if on_event:
-                on_event(ev)
-        elapsed = time.time() - res.start_t
-        reason = None
-        if elapsed > budget_s:
-            reason = "deadline"
-        elif max_rss_mb and res.peak_rss_mb > max_rss_mb:
-            reason = "max_rss"
-        elif stop is not None and stop.is_set():
-            reason = "interrupted"
-        elif cutoff is not None:
-            reason = cutoff(reader.events)
-        if reason:
-            res.killed, res.kill_t = reason, time.time()
-            _ask_for_stacks(proc, stacks_path)
-            break
-        time.sleep(POLL_S)
-    res.survivors = tree.kill_all(proc.pid)
-    rc = proc.wait()
-    res.wall_s = (res.kill_t or time.time()) - res.start_t
-    out.join(2.0)
-    err.join(2.0)
-    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signal.Signals(-rc).name)
-    res.cpu_s = sum(u + s for u, s in tree.cpu.values())
-    res.user_s = sum(u for u, _ in tree.cpu.values())
-    res.stdout_tail, res.stderr_tail = out.text(), err.text()
-    res.stdout_bytes, res.stderr_bytes = out.total, err.total
-    for ev in reader.poll():
+    held: dict[int, object] = {}
+    overlapped: set[str] = set()
+    loads: list[float] = []
+    cpus = os.cpu_count() or 1
+
+    def grant(lock_id: int):
+        try:
+            os.write(rep_w, f"{lock_id}\n".encode())
+        except OSError:
+            pass
+
+    def handle(ev: dict) -> None:
+        if ev["k"] == "lock":
+            if arbiter is None or ev["pid"] != proc.pid:
+                parser.anomaly(f"a GPU lock request from pid {ev['pid']} that the parent did not offer")
+                return
+            if ev["op"] == "acquire":
+                held[ev["id"]] = arbiter.acquire(owner, ev["mode"], lambda i=ev["id"]: grant(i))
+            elif ev["id"] in held:
+                arbiter.release(held.pop(ev["id"]))
+            return
         if on_event:
             on_event(ev)
-    res.events = reader.events
+
+    def drain(block_s: float) -> None:
+        try:
+            ready, _, _ = select.select([ev_r], [], [], block_s)
+        except (OSError, ValueError):
+            return
+        if not ready:
+            return
+        while True:
+            try:
+                chunk = os.read(ev_r, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            for ev in parser.feed(chunk):
+                handle(ev)
+
+    try:
+        last_poll = 0.0
+        while proc.poll() is None:
+            drain(POLL_S / 2)
+            now = time.time()
+            if now - last_poll < POLL_S:
+                continue
+            last_poll = now
+            tree.scan()
+            res.max_procs = max(res.max_procs, len(tree.procs))
+            res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
+            loads.append(os.getloadavg()[0] / cpus)
+            if others is not None:
+                overlapped |= set(others())
+            waited = arbiter.waited(owner, now) if arbiter else 0.0
+            reason = None
+            if now - res.start_t - waited > limits.budget_s:
+                reason = "deadline"
+            elif limits.max_rss_mb and res.peak_rss_mb > limits.max_rss_mb:
+                reason = "max_rss"
+            elif stop is not None and stop.is_set():
+                reason = "interrupted"
+            if reason:
+                res.killed, res.kill_t = reason, now
+                _ask_for_stacks(proc, stacks_path)
+                break
+        tree.measure()
+        res.survivors = tree.kill_all(proc.pid)
+        rc = proc.wait()
+    finally:
+        if arbiter:
+            arbiter.forget(owner)
+        os.close(rep_w)
+    res.wall_s = (res.kill_t or time.time()) - res.start_t
+    drain(0)
+    os.close(ev_r)
+    out.join(2.0)
+    err.join(2.0)
+    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, _signame(-rc))
+    res.cpu_s = sum(u + s for u, s in tree.cpu.values())
+    res.user_s = sum(u for u, _ in tree.cpu.values())
+    res.run_delay_s = round(sum(tree.delay.values()), 3)
+    res.load_per_cpu = round(sum(loads) / len(loads), 3) if loads else round(os.getloadavg()[0] / cpus, 3)
+    res.overlapped = sorted(overlapped)
+    res.stdout_tail, res.stderr_tail = out.text(), err.text()
+    res.stdout_bytes, res.stderr_bytes = out.total, err.total
+    res.events, res.anomalies = parser.events, parser.anomalies
+    if arbiter:
+        st = arbiter.stats(owner)
+        res.lock_waits = [{"start_s": round(w["start"] - res.start_t, 4), "seconds": w["seconds"], "mode": w["mode"]}
+                          for w in st.waits if w["seconds"] > 0.005]
+        res.gpu_shared_s = round(st.shared_s, 3)
     try:
         with open(stacks_path, encoding="utf-8", errors="replace") as fh:
             res.stacks = fh.read()[-64 * 1024:]
     except FileNotFoundError:
         pass
     return res
+
+
+def _signame(n: int) -> str:
+    try:
+        return signal.Signals(n).name
+    except ValueError:
+        return f"signal {n}"
 
 
 def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str) -> None:
@@ -274,3 +364,5 @@ def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str) -> None:
 
 def python_argv(spec_path: str) -> list[str]:
     return [sys.executable, "-m", "diagnose.worker", spec_path]
+
+

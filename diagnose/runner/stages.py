@@ -1,8 +1,10 @@
-"""Run one variant of a submission through the harness's stages, each a fresh isolated child.
+"""The real runner: one variant of a submission through the harness's stages, each a fresh isolated child.
 
-The stages of one run share one compile cache, empty when the run starts: the first process of a
-submission compiles cold, and later stages see what earlier ones wrote, as in the real harness's
-container. A failed stage skips the rest, as the harness does.
+The engine hands it Jobs through the Runner interface (runner/__init__.py); a test hands the engine a
+scripted runner instead. A run may be executed in several jobs (the stages that decide the verdict
+first, the stages that verify a fix later): its temporary directory and its compile cache live until
+the diagnosis ends, so the later stages see what the earlier ones wrote, as in the harness's container.
+The cache is empty when the run starts: the first process of a submission compiles cold.
 """
 from __future__ import annotations
 
@@ -11,13 +13,15 @@ import os
 import shutil
 import tempfile
 import threading
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from diagnose.runner import TOOL_ROOT
-from diagnose.runner.isolate import python_argv, run_child
+from diagnose.runner import TOOL_ROOT, Job
+from diagnose.runner.arbiter import GpuArbiter
+from diagnose.runner.isolate import Limits, python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
-from diagnose.session import FAILURES, Run, StageResult
+from diagnose.session import ENDS_RUN, Run, StageResult, Status
 from diagnose.tasks.loader import Task
 
 # Every place torch, Inductor, Triton and CUDA keep compiled artefacts between processes.
@@ -35,91 +39,130 @@ class RunSettings:
     sample_seconds: float = 3.0
     max_rss_mb: float | None = None
     keep: bool = False
-    cuda_visible: str | None = None        # pin the child to one GPU
-    timing_lock: str | None = None
     flush_bytes: int | None = None
     extra_env: dict = field(default_factory=dict)
 
 
-def child_env(cache_dir: Path, settings: RunSettings) -> dict:
+def child_env(cache_dir: Path, settings: RunSettings, gpu: str | None) -> dict:
     env = {k: v for k, v in os.environ.items() if k not in ("TORCH_COMPILE_JOB_ID", "PYTHONSTARTUP")}
     for var, sub in CACHE_ENV.items():
         (cache_dir / sub).mkdir(parents=True, exist_ok=True)
         env[var] = str(cache_dir / sub)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if settings.cuda_visible is not None:
-        env["CUDA_VISIBLE_DEVICES"] = settings.cuda_visible
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
     env.update(settings.extra_env)
     return env
 
 
-def _workdir(root: Path, stage: str, task: Task, source: str) -> Path:
-    wd = root / stage
-    shutil.copytree(task.directory, wd, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (wd / "submission.py").write_text(source, encoding="utf-8")
-    return wd
-
-
-def outcome_of(stages: list[StageResult]) -> str:
-    failed = next((s for s in stages if s.status in FAILURES), None)
-    if failed:
-        return failed.status
-    return "at_risk" if any(s.status == "at_risk" for s in stages) else "ok"
+def outcome_of(stages: list[StageResult]) -> Status:
+    ended = next((s for s in stages if s.status in ENDS_RUN), None)
+    if ended:
+        return ended.status
+    return Status.AT_RISK if any(s.status == Status.AT_RISK for s in stages) else Status.OK
 
 
 def _ran_on_gpu(st: StageResult) -> bool:
     return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
 
 
-def execute(run: Run, source: str, settings: RunSettings, cache_dir: Path | None = None,
-            on_event=None, on_stage=None, stop: threading.Event | None = None, cutoff=None) -> Run:
-    """Fill `run.stages` stage by stage; `on_stage(run)` is called after each, so results are saved as
-    they arrive. `cache_dir` shares a compile cache across runs (the cache probe); None is cold."""
-    root = Path(tempfile.mkdtemp(prefix="diagnose-"))
-    cache = cache_dir or root / "cache"
-    try:
-        env = child_env(cache, settings)
-        for i, stage in enumerate(settings.stages):
-            wd = _workdir(root, stage, settings.task, source)
-            spec = {"submission": str(wd / "submission.py"), "stage": stage, "task": settings.task.to_dict(),
-                    "depth": settings.depth, "sample_repeats": settings.sample_repeats,
-                    "sample_seconds": settings.sample_seconds, "timing_lock": settings.timing_lock,
-                    "flush_bytes": settings.flush_bytes,
-                    "events": str(root / f"{stage}.events.jsonl"), "stacks": str(root / f"{stage}.stacks.txt")}
-            budget = settings.budgets[stage]
-            spec["budget_s"] = budget
-            spec_path = root / f"{stage}.spec.json"
-            spec_path.write_text(json.dumps(spec))
+class StageRunner:
+    """Runs jobs for real. `gpus` are the device ids to spread runs over ([None]: whatever is visible);
+    `concurrent` turns on GPU arbitration (needed only when runs overlap)."""
 
-            def tagged(ev, stage=stage):
-                if on_event:
-                    on_event(run, stage, ev)
-            child = run_child(python_argv(str(spec_path)), cwd=str(wd), env=env, events_path=spec["events"],
-                              stacks_path=spec["stacks"], budget_s=budget, max_rss_mb=settings.max_rss_mb,
-                              stop=stop, on_event=tagged, cutoff=cutoff)
-            st = build_stage(stage, child, budget, spec["submission"])
-            if settings.depth == "full":
-                st.predicted_s = st.wall_s if st.status == "ok" else None
-            else:
-                predict_stage(st)
-            if st.status == "ok" and st.predicted_s and st.predicted_s > budget and _ran_on_gpu(st):
-                st.status, st.message = "at_risk", (f"predicted {st.predicted_s:.0f} s against the {budget:g} s "
-                                                    f"budget (from a {settings.sample_repeats}-repeat sample)")
+    def __init__(self, settings: RunSettings, gpus: list[str | None] | None = None, concurrent: bool = False,
+                 on_event=None):
+        self.settings = settings
+        self.gpus = gpus or [None]
+        self.arbiters = {g: GpuArbiter(f"gpu{g or 0}") for g in self.gpus} if concurrent else {}
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._roots: dict[str, Path] = {}
+        self._gpu_of: dict[str, str | None] = {}
+        self._active: Counter[str] = Counter()     # run id -> stages executing now
+        self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-"))
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def root(self, run_id: str) -> Path:
+        with self._lock:
+            if run_id not in self._roots:
+                self._roots[run_id] = self._tmp / run_id
+                self._roots[run_id].mkdir()
+                gpu_load = Counter(self._gpu_of.values())
+                self._gpu_of[run_id] = min(self.gpus, key=lambda g: gpu_load[g])
+            return self._roots[run_id]
+
+    def cache_dir(self, run_id: str) -> Path:
+        return self.root(run_id) / "cache"
+
+    def active_others(self, run_id: str) -> list[str]:
+        with self._lock:
+            return [r for r, n in self._active.items() if n and r != run_id]
+
+    def close(self) -> str | None:
+        """Remove every run's directory, unless --keep: then say where they are."""
+        if self.settings.keep:
+            return str(self._tmp)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        return None
+
+    # -- the Runner interface ----------------------------------------------------------------------
+    def execute(self, job: Job, on_stage, stop: threading.Event) -> None:
+        run, s = job.run, self.settings
+        root = self.root(run.id)
+        gpu = self._gpu_of[run.id]
+        cache = self.cache_dir(job.cache_from) if job.cache_from else self.cache_dir(run.id)
+        env = child_env(cache, s, gpu)
+        arbiter = self.arbiters.get(gpu)
+        for stage in job.stages:
+            if stop.is_set():
+                break
+            st = self._stage(run, job, stage, root, env, arbiter, stop)
             run.stages.append(st)
             run.outcome = outcome_of(run.stages)
-            if st.status in FAILURES or child.killed:
-                run.stages += [StageResult(name=s, status="skipped", budget_s=settings.budgets[s])
-                               for s in settings.stages[i + 1:]]
-                if child.killed in ("interrupted", "cutoff"):
-                    run.note = run.note or f"stopped early in {stage}: {child.killed}"
-            if on_stage:
-                on_stage(run)
-            if st.status in FAILURES or child.killed:
+            ended = st.status in ENDS_RUN
+            if ended:
+                later = s.stages[s.stages.index(stage) + 1:]
+                run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=s.budgets[n]) for n in later]
+            on_stage(run)
+            if ended:
                 break
-    finally:
-        if not settings.keep:
-            shutil.rmtree(root, ignore_errors=True)
+
+    def _stage(self, run: Run, job: Job, stage: str, root: Path, env: dict, arbiter, stop) -> StageResult:
+        s = self.settings
+        wd = root / stage
+        if wd.exists():
+            shutil.rmtree(wd)
+        shutil.copytree(s.task.directory, wd, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        (wd / "submission.py").write_text(job.source, encoding="utf-8")
+        budget = s.budgets[stage]
+        spec = {"submission": str(wd / "submission.py"), "stage": stage, "task": s.task.to_dict(),
+                "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
+                "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
+                "root": str(root), "watch": job.watch}
+        spec_path = root / f"{stage}.spec.json"
+        spec_path.write_text(json.dumps(spec))
+
+        def tagged(ev):
+            if self.on_event:
+                self.on_event(run, stage, ev)
+        with self._lock:
+            self._active[run.id] += 1
+        try:
+            child = run_child(python_argv(str(spec_path)), cwd=str(wd), env=env,
+                              stacks_path=str(root / f"{stage}.stacks.txt"),
+                              limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{stage}",
+                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id))
+        finally:
+            with self._lock:
+                self._active[run.id] -= 1
+        st = build_stage(stage, child, budget, spec["submission"])
+        if s.depth == "full":
+            st.predicted_s = st.charged_s if st.status == Status.OK else None
         else:
-            run.note = (run.note + f" kept: {root}").strip()
-    return run
+            predict_stage(st)
+        if st.status == Status.OK and st.predicted_s and st.predicted_s > budget and _ran_on_gpu(st):
+            st.status, st.message = Status.AT_RISK, (f"predicted {st.predicted_s:.0f} s against the {budget:g} s "
+                                                     f"budget (from a {s.sample_repeats}-repeat sample)")
+        return st

@@ -11,7 +11,7 @@ import re
 from diagnose import harness
 from diagnose.runner import TOOL_ROOT
 from diagnose.runner.isolate import ChildResult
-from diagnose.session import Phase, StageResult
+from diagnose.session import Contention, Phase, StageResult, Status
 
 _SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
 
@@ -76,23 +76,32 @@ def culprit(frames: list[dict], submission_file: str) -> dict | None:
             "innermost_line": innermost["line"]}
 
 
+_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
+
+
 def _main_thread_frames(stacks: str, submission_file: str) -> list[dict]:
-    """Frames of the thread that holds submission frames (faulthandler prints most recent call first)."""
-    threads, cur = [], []
+    """Frames (outermost first) of the thread to blame. faulthandler lists threads newest first, so the
+    main thread is the last of each dump; the file may hold several dumps (the child's own watchdog and
+    the parent's request). The main thread's latest dump wins when it is in the submission; a helper
+    thread's frames are used only when the main thread never is."""
+    blocks: list[tuple[str, list[dict]]] = []
     for line in stacks.splitlines():
-        if line.startswith(("Thread ", "Current thread ")):
-            cur = []
-            threads.append(cur)
+        t = _THREAD.match(line)
+        if t:
+            blocks.append((t.group(1), []))
+            continue
         m = _STACK_FRAME.match(line)
         if m:
-            if not threads:
-                threads.append(cur)
-            cur.append({"file": m["file"], "line": int(m["line"]), "func": m["func"]})
+            if not blocks:
+                blocks.append(("?", []))
+            blocks[-1][1].append({"file": m["file"], "line": int(m["line"]), "func": m["func"]})
+    if not blocks:
+        return []
     base = os.path.realpath(submission_file)
-    for t in threads:
-        if any(os.path.realpath(f["file"]) == base for f in t):
-            return list(reversed(t))
-    return []
+    mine = [(tid, fr) for tid, fr in blocks if any(os.path.realpath(f["file"]) == base for f in fr)]
+    main_id = blocks[-1][0]
+    ordered = [b for b in mine if b[0] == main_id] or mine
+    return list(reversed(ordered[-1][1])) if ordered else []
 
 
 def stack_site(stacks: str, submission_file: str) -> dict | None:
@@ -116,28 +125,43 @@ def _timing(events: list[dict]) -> dict:
     return out
 
 
+def _needs_gpu(ev: list[dict]) -> str | None:
+    return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
+
+
 def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str) -> StageResult:
+    """The stage's record, judged from what the parent observed.
+
+    The child's events are claims. A stage is ok only if the child reported the stage done, exited by
+    itself with status 0, and got through the interpreter's exit; a `stage_done` that arrives while a
+    phase is still open is impossible for the worker and is taken as the submission forging it."""
     ev = child.events
     for e in ev:
         if e["k"] in ("exception", "worker_error"):
             e["traceback"] = tidy(e.get("traceback", ""))
             e["message"] = tidy(e.get("message", ""))
             for f in e.get("frames") or []:
-                f["file"] = tidy(f" {f['file']}").lstrip()
+                f["file"] = tidy(f" {f.get('file', '')}").lstrip()
     t0 = child.start_t
     t_last = child.kill_t or (t0 + child.wall_s)
-    st = StageResult(name=name, status="ok", wall_s=round(child.wall_s, 4), budget_s=budget_s,
+    waits = round(sum(w["seconds"] for w in child.lock_waits), 4)
+    st = StageResult(name=name, status=Status.OK, wall_s=round(child.wall_s, 4), budget_s=budget_s,
+                     charged_s=round(max(0.0, child.wall_s - waits), 4),
                      phases=_phases(ev, t0, t_last), exit_code=child.exit_code, signal=child.signal,
                      killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
                      peak_rss_mb=round(child.peak_rss_mb, 1), processes=child.max_procs,
                      survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=tidy(child.stderr_tail),
                      stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=tidy(child.stacks),
+                     lock_waits=child.lock_waits, anomalies=list(child.anomalies),
+                     contention=Contention(overlapped=child.overlapped, run_delay_s=child.run_delay_s,
+                                           gpu_shared_s=child.gpu_shared_s, load_per_cpu=child.load_per_cpu,
+                                           cpus=os.cpu_count() or 0),
                      events=ev)
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
     st.timing = _timing(ev)
-    st.lock_wait_s = round(sum(e["seconds"] for e in ev if e["k"] == "lock_wait"), 4)
-    gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and "gpu_peak_mb" in e]
+    st.reached = sorted({e["line"] for e in ev if e["k"] == "reached"})
+    gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
     st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
     open_phases = [p for p in st.phases if p.open]
     innermost_open = open_phases[-1].name if open_phases else None
@@ -145,47 +169,94 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     wrong = next((e for e in ev if e["k"] == "check" and not e["ok"]), None)
     done = next((e for e in ev if e["k"] == "stage_done"), None)
     werr = next((e for e in ev if e["k"] == "worker_error"), None)
+    clean = any(e["k"] == "exit_clean" for e in ev)
+    tamper = [e for e in ev if e["k"] == "tamper"]
+    forged = done is not None and _open_at(ev, done) - {"interpreter_exit"}
+    needs = _needs_gpu(ev)
+    how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
 
-    if child.killed == "deadline":
-        st.status, st.phase = "timeout", innermost_open
+    if tamper or forged:
+        st.status, st.phase = Status.TAMPERED, innermost_open
         st.site = stack_site(child.stacks, submission_file)
-        st.message = f"exceeded the {budget_s:g} s budget in {innermost_open or 'start-up'}"
+        st.message = ("; ".join(e["what"] for e in tamper[:3]) if tamper else
+                      f"the submission wrote a 'stage done' to the tool's channel while "
+                      f"{', '.join(sorted(forged))} was still running")
+    elif child.killed == "deadline":
+        st.status, st.phase = Status.TIMEOUT, innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        if st.phase == "interpreter_exit":
+            st.message = (f"the stage finished, but the process did not exit within the {budget_s:g} s budget: "
+                          f"a non-daemon thread or an atexit handler never ended")
+        else:
+            st.message = f"exceeded the {budget_s:g} s budget {_where(st.phases, innermost_open)}"
+    elif child.killed == "interrupted":
+        st.status, st.phase = Status.INTERRUPTED, innermost_open
+        st.message = "interrupted by the user"
     elif child.killed:
-        st.status, st.phase = "crash", innermost_open
+        st.status, st.phase = Status.CRASH, innermost_open
         st.site = stack_site(child.stacks, submission_file)
         st.message = {"max_rss": f"killed: the process tree passed the --max-rss limit "
-                                 f"({child.peak_rss_mb:.0f} MB)",
-                      "interrupted": "interrupted by the user",
-                      "cutoff": "stopped early"}.get(child.killed, child.killed)
+                                 f"({child.peak_rss_mb:.0f} MB)"}.get(child.killed, child.killed)
+    elif needs and (exc or werr):
+        st.status, st.phase = Status.NEEDS_GPU, (exc or {}).get("phase") or innermost_open
+        st.message = needs
     elif exc:
-        st.status, st.phase = "crash", exc.get("phase")
+        st.status, st.phase = Status.CRASH, exc.get("phase")
         st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
         st.site = frames_site(exc.get("frames"), submission_file)
         msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
         st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
     elif werr:
-        st.status, st.phase = "crash", innermost_open
+        st.status, st.phase = Status.CRASH, innermost_open
         st.message = f"the worker failed before the stage: {werr['type']}: {werr['message']}"
+    elif done and (child.exit_code != 0 or not clean):
+        st.status, st.phase = Status.CRASH, "interpreter_exit"
+        st.site = stack_site(child.stacks, submission_file)
+        st.message = (f"the stage finished, but the process then ended with {how} instead of exiting "
+                      f"normally (at exit: a non-daemon thread, an atexit handler or os._exit)")
     elif done and done["status"] == "wrong":
-        st.status, st.phase = "wrong", f"check:{wrong['case']}" if wrong else None
-        st.message = (f"check failed on {wrong['case']} (output {wrong['index']}): {wrong['message']}"
+        st.status, st.phase = Status.WRONG, f"check:{wrong['case']}" if wrong else None
+        st.message = (f"check failed on {wrong['case']} (output {wrong.get('index', 0)}): {wrong.get('message', '')}"
                       if wrong else "check failed")
     elif done:
-        st.status = "ok"
+        st.status = Status.OK
     else:
-        st.status, st.phase = "crash", innermost_open
+        st.status, st.phase = Status.CRASH, innermost_open
         st.site = stack_site(child.stacks, submission_file)
-        how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
-        st.message = f"the process ended ({how}) during {innermost_open or 'start-up'} without finishing the stage"
+        st.message = f"the process ended ({how}) {_where(st.phases, innermost_open)} without finishing the stage"
+    if st.anomalies and st.status == Status.OK:
+        st.message = "the tool's event channel carried events the worker did not send (see anomalies)"
     return st
+
+
+def _where(phases: list[Phase], innermost_open: str | None) -> str:
+    if innermost_open:
+        return f"in {innermost_open}"
+    closed = [p for p in phases if not p.open]
+    return f"after {max(closed, key=lambda p: p.end_s).name}" if closed else "in start-up"
+
+
+def _open_at(ev: list[dict], upto: dict) -> set[str]:
+    """Phases of the worker's own process still open when `upto` arrived."""
+    open_: list[str] = []
+    for e in ev:
+        if e is upto:
+            break
+        if e.get("pid") != upto.get("pid"):
+            continue
+        if e["k"] == "begin":
+            open_.append(e["name"])
+        elif e["k"] == "end" and e["name"] in open_:
+            del open_[len(open_) - 1 - open_[::-1].index(e["name"]):]
+    return set(open_)
 
 
 def predict_stage(st: StageResult) -> None:
     """Predicted seconds for the whole stage: measured time outside the timing loops, plus each case's
     predicted timing loop from its sample."""
     if not st.timing:
-        st.predicted_s = st.wall_s if st.status in ("ok", "at_risk") else None
+        st.predicted_s = st.charged_s if st.status in (Status.OK, Status.AT_RISK) else None
         return
     measured_loops = sum(p.end_s - p.start_s for p in st.phases if p.name.startswith("timing:"))
     predicted_loops = sum(t.get("predicted", {}).get("seconds", 0.0) for t in st.timing.values())
-    st.predicted_s = round(st.wall_s - measured_loops - st.lock_wait_s + predicted_loops, 3)
+    st.predicted_s = round(st.charged_s - measured_loops + predicted_loops, 3)

@@ -1,10 +1,11 @@
-import os
+"""The child side: the only code of diagnose that imports torch.
+
+`python -m diagnose.worker SPEC.json` runs one harness stage of one submission and streams events on a
+pipe it inherited (never stdout: the submission may print anything there). It ends through the
+interpreter's normal exit, as `python3` does for the harness.
+"""
 import sys
 
 from diagnose.worker.main import main
 
-code = main(sys.argv[1])
-sys.stdout.flush()
-sys.stderr.flush()
-# Skip interpreter teardown: Inductor's compile-worker pool can hold exit for minutes (torch #162199).
-os._exit(code)
+sys.exit(main(sys.argv[1]))

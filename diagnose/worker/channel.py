@@ -1,26 +1,57 @@
-"""The event channel: one JSON object per line, appended with a single os.write so that a kill between
-two events never leaves half a line, and the parent can rebuild the timeline from whatever arrived.
+"""The event channel: JSON lines on a pipe the parent created and the child inherited by descriptor.
 
-Event kinds (field `k`): env, begin, end, capture_begin, capture_end, compile, repeat, timing, check,
-exception, lock_wait, stage_done. Every event carries `t`, wall-clock seconds (time.time()).
+No path names it (nothing in argv or the environment points to a file), and the parent reads its end
+without ever blocking. Each event is one os.write of at most PIPE_BUF bytes, which the kernel keeps
+whole even when several threads or processes write at once; a larger event is cut into numbered
+fragments the parent joins again. A kill between two writes therefore never leaves half an event.
+
+Event kinds (field `k`): worker_start, env, begin, end, capture_begin, capture_end, compile, compile_call,
+repeat, timing, check, exception, worker_error, reached, samples, lock, stage_done, exit_clean, tamper,
+needs_gpu. Every event carries `t` (time.time()) and `pid`.
 """
 from __future__ import annotations
 
 import json
 import os
+import threading
 import time
+
+PIPE_BUF = 4096
+_FRAG_DATA = 3000      # characters of payload per fragment: with its envelope it stays under PIPE_BUF
 
 
 class Channel:
-    def __init__(self, path: str):
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
-        self.phases: list[str] = []   # open phases, innermost last
+    def __init__(self, fd: int):
+        self._fd = fd
+        self._lock = threading.Lock()
+        self._seq = 0
+        self.pid = os.getpid()
+        self.phases: list[str] = []     # open phases, innermost last
         self.failed: str | None = None  # innermost phase an exception left (phases close on the way out)
+        self.broken = False             # the descriptor went away (a submission closed it)
 
     def emit(self, kind: str, **fields) -> None:
         fields["k"] = kind
         fields.setdefault("t", time.time())
-        os.write(self._fd, (json.dumps(fields, default=str) + "\n").encode())
+        fields["pid"] = os.getpid()
+        line = json.dumps(fields, default=str)
+        with self._lock:
+            if len(line) + 1 <= PIPE_BUF:
+                self._write(line)
+                return
+            self._seq += 1
+            fid = f"{os.getpid()}-{self._seq}"
+            parts = [line[i:i + _FRAG_DATA] for i in range(0, len(line), _FRAG_DATA)]
+            for i, part in enumerate(parts):
+                self._write(json.dumps({"k": "frag", "id": fid, "i": i, "n": len(parts), "d": part}))
+
+    def _write(self, line: str) -> None:
+        if self.broken:
+            return
+        try:
+            os.write(self._fd, (line + "\n").encode())
+        except OSError:
+            self.broken = True   # EBADF / EPIPE: the parent decides from what it observes instead
 
     @property
     def phase(self) -> str | None:

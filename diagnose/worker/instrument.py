@@ -1,8 +1,10 @@
-"""Instruments inside the child: phases, torch's own compile metrics, and graph-capture spans.
+"""Instruments inside the child: phases, GPU holds, torch's own compile metrics, graph-capture spans.
 
 Compile metrics come from torch._dynamo.utils.get_compilation_metrics(), one record per frame compile;
-field names move between torch versions, so every field is read with a default. Each new record is
-emitted when the phase it happened in ends, tagged with that phase.
+field names move between torch versions, so every field is read with a default. New records are
+streamed as they appear (a poller thread looks four times a second) and again when a phase ends, each
+tagged with the phase it happened in: a run killed in the middle of a recompile storm still shows
+every compile that finished before the kill.
 """
 from __future__ import annotations
 
@@ -10,9 +12,11 @@ import contextlib
 import dataclasses
 import os
 import sys
-import time
+import threading
 
 from diagnose.worker.channel import Channel
+from diagnose.worker.gpu_lock import GpuLock
+from diagnose.worker.lines import LineTracker
 
 # Microsecond fields of a compile record, and the name we report each under.
 _US_FIELDS = {
@@ -30,51 +34,48 @@ _OTHER_FIELDS = ("compile_id", "co_name", "co_filename", "co_firstlineno", "reco
                  "num_graph_breaks", "cudagraph_skip_reason", "fail_type", "fail_reason",
                  "start_time_us", "entire_frame_compile_time_s", "inductor_fx_local_cache_hit_count",
                  "inductor_fx_local_cache_miss_count")
+POLL_S = 0.25
 
 
 def _record_dict(rec) -> dict:
     raw = dataclasses.asdict(rec) if dataclasses.is_dataclass(rec) else dict(getattr(rec, "__dict__", {}))
     out = {short: raw.get(long) for long, short in _US_FIELDS.items()}
     out.update({f: raw.get(f) for f in _OTHER_FIELDS})
-    return {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
+    out = {k: (v if isinstance(v, (int, float, str, bool, type(None))) else str(v)) for k, v in out.items()}
+    for k in ("recompile_reason", "fail_reason"):
+        if isinstance(out.get(k), str):
+            out[k] = out[k][:1500]
+    return out
 
 
 class Instruments:
-    def __init__(self, ch: Channel, torch_mod, submission_path: str, lock_path: str | None = None):
-        self.ch = ch
-        self.lock_path = lock_path if torch_mod.cuda.is_available() else None
-        self.torch = torch_mod
+    def __init__(self, ch: Channel, torch_mod, submission_path: str, lock: GpuLock, watch: list[int] = ()):
+        self.ch, self.torch, self.lock = ch, torch_mod, lock
         self.submission_path = os.path.realpath(submission_path)
-        self._seen_metrics = 0
         self.cuda = torch_mod.cuda.is_available()
+        self.lines = LineTracker(ch, submission_path, list(watch))
+        self._seen_metrics = 0
+        self._metrics_lock = threading.Lock()
         self._capture_depth = 0
+        self._stop = threading.Event()
+        self._poller = threading.Thread(target=self._poll, daemon=True, name="diagnose-metrics")
+        self._poller.start()
 
-    # -- phases --------------------------------------------------------------------------------
+    def stop(self) -> None:
+        self._stop.set()
+
+    # -- phases and GPU holds --------------------------------------------------------------------
     @contextlib.contextmanager
     def phase(self, name: str, sync: bool = True, **fields):
-        # Outermost phases hold the GPU lock shared: a run that is timing holds it exclusively, so no
+        # An outermost phase holds the GPU shared: a run that is timing holds it exclusively, so no
         # other run's compiles, checks or first calls share the GPU with its timing loop.
-        with self.gpu_shared() if not self.ch.phases and not name.startswith("timing:") else \
-                contextlib.nullcontext():
+        outer = not self.ch.phases and not name.startswith("timing:")
+        with self.lock.hold("shared") if outer else contextlib.nullcontext():
             with self._phase(name, sync, **fields):
                 yield
 
-    @contextlib.contextmanager
-    def gpu_shared(self):
-        if self.lock_path is None:
-            yield
-            return
-        import fcntl
-        with open(self.lock_path, "a+") as fh:
-            t0 = time.time()
-            fcntl.flock(fh, fcntl.LOCK_SH)
-            waited = time.time() - t0
-            if waited > 0.01:
-                self.ch.emit("lock_wait", seconds=waited, shared=True, phase=None)
-            try:
-                yield
-            finally:
-                fcntl.flock(fh, fcntl.LOCK_UN)
+    def exclusive(self):
+        return self.lock.hold("exclusive")
 
     @contextlib.contextmanager
     def _phase(self, name: str, sync: bool = True, **fields):
@@ -93,24 +94,30 @@ class Instruments:
             self.flush_metrics(name)
             self.ch.end(name, ok=ok, **extra)
 
-    def flush_metrics(self, phase: str) -> None:
+    # -- compile metrics ---------------------------------------------------------------------------
+    def _poll(self) -> None:
+        while not self._stop.wait(POLL_S):
+            self.flush_metrics(self.ch.phase)
+
+    def flush_metrics(self, phase: str | None) -> None:
         # Importing dynamo costs about a second: if nothing has imported it, nothing has compiled.
         if "torch._dynamo.utils" not in sys.modules:
             return
-        try:
-            from torch._dynamo.utils import counters, get_compilation_metrics
-            recs = list(get_compilation_metrics())
-        except Exception:  # noqa: BLE001 - no dynamo in this torch: nothing to report
-            return
-        for rec in recs[self._seen_metrics:]:
-            self.ch.emit("compile", phase=phase, **_record_dict(rec))
-        if len(recs) > self._seen_metrics:
-            breaks = {str(k): v for k, v in counters.get("graph_break", {}).items()}
-            self.ch.emit("compile_counters", phase=phase, graph_breaks=breaks,
-                         unique_graphs=counters.get("stats", {}).get("unique_graphs", 0))
-        self._seen_metrics = len(recs)
+        with self._metrics_lock:
+            try:
+                from torch._dynamo.utils import counters, get_compilation_metrics
+                recs = list(get_compilation_metrics())
+            except Exception:  # noqa: BLE001 - no dynamo here, or the deque moved while read: next time
+                return
+            for rec in recs[self._seen_metrics:]:
+                self.ch.emit("compile", phase=phase, **_record_dict(rec))
+            if len(recs) > self._seen_metrics:
+                breaks = {str(k)[:300]: v for k, v in list(counters.get("graph_break", {}).items())[:20]}
+                self.ch.emit("compile_counters", phase=phase, graph_breaks=breaks,
+                             unique_graphs=counters.get("stats", {}).get("unique_graphs", 0))
+            self._seen_metrics = len(recs)
 
-    # -- CUDA graph capture spans ----------------------------------------------------------------
+    # -- CUDA graph capture spans ------------------------------------------------------------------
     def _capture_origin(self) -> str:
         """'outer' when the submission started this capture, 'inductor' when cudagraph trees did."""
         f = sys._getframe(2)

@@ -1,10 +1,17 @@
-"""Child entry point: arm the stack dumper, import torch, load the task, run one stage.
+"""Child entry point: arm the guards, import torch, load the task, run one stage, then end the way
+`python3` ends.
+
+The process exits through the interpreter's normal shutdown, as the harness's own process does: non-
+daemon threads are joined and atexit handlers run. The tool's atexit handler is registered first, so it
+runs last and marks a clean exit; a stage whose work finished but whose process never got there is a
+timeout in the phase `interpreter_exit`.
 
 Exit codes: 0 the stage finished (ok or wrong: see the stage_done event), 1 the submission raised,
 3 the worker itself failed before the stage could start.
 """
 from __future__ import annotations
 
+import atexit
 import faulthandler
 import json
 import os
@@ -13,12 +20,24 @@ import sys
 import time
 import traceback
 
+from diagnose.runner.isolate import FDS_ENV
 from diagnose.worker.channel import Channel
+from diagnose.worker.gpu_lock import GpuLock
+from diagnose.worker.watchdog import Watchdog
+
+# What torch says when a CUDA call meets a machine without CUDA.
+_NO_CUDA = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "cuda driver initialization failed",
+            "cannot get cuda generator", "cuda is not available", "no cuda-capable device",
+            "found no nvidia driver", "cuda error: no cuda", "nvml", "cudagraph")
 
 
 def _frames(tb) -> list[dict]:
-    return [{"file": f.filename, "line": f.lineno, "func": f.name, "code": (f.line or "")}
-            for f in traceback.extract_tb(tb)]
+    frames = [{"file": f.filename, "line": f.lineno, "func": f.name, "code": (f.line or "")[:300]}
+              for f in traceback.extract_tb(tb)]
+    if len(frames) > 60:   # a deep recursion: keep both ends, say what was cut
+        frames = frames[:30] + [{"file": "…", "line": 0, "func": f"({len(frames) - 60} frames cut)", "code": ""}] \
+            + frames[-30:]
+    return frames
 
 
 def _environment(torch) -> dict:
@@ -32,7 +51,7 @@ def _environment(torch) -> dict:
     if env["cuda_available"]:
         p = torch.cuda.get_device_properties(0)
         env.update(gpu=p.name, capability=f"{p.major}.{p.minor}", gpu_mem_gb=round(p.total_memory / 2**30, 1),
-                   sm_count=p.multi_processor_count, driver=_driver_version())
+                   sm_count=p.multi_processor_count, driver=_driver_version(), gpu_count=torch.cuda.device_count())
     return env
 
 
@@ -46,31 +65,57 @@ def _driver_version() -> str | None:
         return None
 
 
+def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
+    """Why this failure only says that this machine has no CUDA, or None if it says more than that."""
+    if torch is None or torch.cuda.is_available():
+        return None
+    text = f"{type(exc).__name__}: {exc}".lower()
+    through_cuda = any(f"{os.sep}torch{os.sep}cuda{os.sep}" in f["file"] for f in frames)
+    if through_cuda or any(s in text for s in _NO_CUDA) or "'cuda'" in text or "device='cuda" in text:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+    return None
+
+
+def _fds() -> tuple[int, int, int]:
+    raw = os.environ.pop(FDS_ENV, "")
+    ev, rep, stacks = (int(x) for x in raw.split(","))
+    return ev, rep, stacks
+
+
 def main(spec_path: str) -> int:
     with open(spec_path) as fh:
         spec = json.load(fh)
-    ch = Channel(spec["events"])
+    ev_fd, rep_fd, stacks_fd = _fds()
+    ch = Channel(ev_fd)
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
-    stacks = open(spec["stacks"], "w")  # noqa: SIM115 - must stay open for the process's lifetime
+    stacks = os.fdopen(stacks_fd, "w")
     faulthandler.enable(file=stacks, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    # A watchdog thread as well, for a process that never handles the signal: a thread blocked in a CUDA
-    # driver wait can leave SIGUSR1 pending forever. It fires just before the parent's deadline.
-    if spec.get("budget_s"):
-        faulthandler.dump_traceback_later(max(0.5, spec["budget_s"] - 2.0), file=stacks, exit=False)
-    ch.emit("worker_start", pid=os.getpid(), stage=spec["stage"])
+    dog = Watchdog(spec.get("budget_s"), stacks, spec.get("root"))
+    dog.start()
+    dog.route_stack_signal()
+    lock = GpuLock(ch, rep_fd if spec.get("gpu_lock") else None, on_wait=dog.add_wait)
+    pid = os.getpid()
+
+    def clean_exit():
+        if os.getpid() == pid:
+            if "interpreter_exit" in ch.phases:
+                ch.end("interpreter_exit", ok=True)
+            ch.emit("exit_clean")
+    atexit.register(clean_exit)   # first registered, so it runs last
+    ch.emit("worker_start", stage=spec["stage"])
     sys.path.insert(0, os.getcwd())
 
-    from diagnose.worker.instrument import Instruments  # noqa: E402 - after the dumper is armed
-    from diagnose.worker.stages import STAGE_FUNCS, Ctx, import_module_from
+    from diagnose.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
+    from diagnose.worker.stages import STAGE_FUNCS, Ctx, load_reference
 
-    ctx = None
+    ctx = torch = None
     try:
         ch.begin("torch_import")
         import torch
         ch.end("torch_import")
-        ins = Instruments(ch, torch, spec["submission"], spec.get("timing_lock"))
+        ins = Instruments(ch, torch, spec["submission"], lock, watch=spec.get("watch") or [])
         with ins.phase("device_init"):
             if ins.cuda:
                 torch.cuda.init()
@@ -80,19 +125,33 @@ def main(spec_path: str) -> int:
         ctx = Ctx(spec=spec, torch=torch, ins=ins)
         if spec["stage"] != "compile":
             with ins.phase("reference_import"):
-                ctx.reference = import_module_from(os.path.join(os.getcwd(), "reference.py"), "reference")
+                load_reference(ctx)
     except BaseException as e:  # noqa: BLE001 - report, then exit with the worker's own code
-        ch.emit("worker_error", type=type(e).__name__, message=str(e)[:2000], traceback=traceback.format_exc())
+        if os.getpid() != pid:
+            raise
+        frames = _frames(e.__traceback__)
+        reason = needs_cuda(e, frames, torch)
+        if reason:
+            ch.emit("needs_gpu", reason=f"the problem's reference needs CUDA: {reason}")
+        ch.emit("worker_error", type=type(e).__name__, message=str(e)[:2000],
+                traceback=traceback.format_exc()[-8000:])
         return 3
 
     try:
         status = STAGE_FUNCS[spec["stage"]](ctx)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission too
+        if os.getpid() != pid:    # a fork of the submission unwinding through our frames: not ours
+            raise
         open_phase = ch.failed or ch.phase
+        frames = _frames(e.__traceback__)
+        reason = needs_cuda(e, frames, torch)
+        if reason:
+            ch.emit("needs_gpu", reason=reason)
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
-                traceback="".join(traceback.format_exception(e))[-20000:], frames=_frames(e.__traceback__))
+                traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
         return 1
+    ins.stop()
     ch.emit("stage_done", status=status, t=time.time())
+    ch.begin("interpreter_exit")
     sys.stdout.flush()
-    # Leave at once: Inductor's compile-worker pool may wait minutes at interpreter exit (torch #162199).
-    os._exit(0)
+    return 0

@@ -5,12 +5,10 @@ main.py, which records them. Timing follows the GPU MODE method (harness.py has 
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import importlib.util
-import runpy
 import sys
 import time
+import types
 from dataclasses import dataclass
 
 from diagnose import harness
@@ -25,28 +23,62 @@ class Ctx:
     ins: Instruments
     reference: object = None
     kernel: object = None
+    generate: object = None     # the reference's functions, bound once before the submission is imported
+    check: object = None
 
     @property
     def ch(self):
         return self.ins.ch
 
 
-def import_module_from(path: str, name: str):
+def _code(path: str, ctx: Ctx | None):
+    """Compile a file ourselves, so the edited lines of a variant can be watched before it runs."""
+    with open(path, "rb") as fh:
+        code = compile(fh.read(), path, "exec", dont_inherit=True)
+    if ctx is not None:
+        ctx.ins.lines.instrument(code)
+    return code
+
+
+def import_module_from(path: str, name: str, ctx: Ctx | None = None):
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
-    spec.loader.exec_module(mod)
+    exec(_code(path, ctx), mod.__dict__)
     return mod
+
+
+def run_as_main(path: str, ctx: Ctx) -> None:
+    """`python3 submission.py`: the file runs as the __main__ module, as the harness's compile step runs it."""
+    mod = types.ModuleType("__main__")
+    mod.__dict__.update(__file__=path, __builtins__=__builtins__, __cached__=None)
+    saved, argv0 = sys.modules.get("__main__"), sys.argv[0]
+    sys.modules["__main__"], sys.argv[0] = mod, path
+    try:
+        exec(_code(path, ctx), mod.__dict__)
+    finally:
+        sys.argv[0] = argv0
+        if saved is not None:
+            sys.modules["__main__"] = saved
+
+
+def load_reference(ctx: Ctx) -> None:
+    import os
+    ctx.reference = import_module_from(os.path.join(os.getcwd(), "reference.py"), "reference")
+    ctx.generate = ctx.reference.generate_input
+    ctx.check = ctx.reference.check_implementation
 
 
 def import_submission(ctx: Ctx) -> None:
     with ctx.ins.phase("submission_import"):
-        mod = import_module_from(ctx.spec["submission"], "submission")
+        mod = import_module_from(ctx.spec["submission"], "submission", ctx)
     ctx.kernel = mod.custom_kernel
 
 
 def clone(data):
     t = type(data)
+    if isinstance(data, tuple) and hasattr(data, "_fields"):   # a namedtuple takes its fields as arguments
+        return t(*(clone(x) for x in data))
     if isinstance(data, (tuple, list)):
         return t(clone(x) for x in data)
     if isinstance(data, dict):
@@ -56,7 +88,7 @@ def clone(data):
 
 def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
     try:
-        ok, msg = ctx.reference.check_implementation(data, out)
+        ok, msg = ctx.check(data, out)
     except Exception as e:  # noqa: BLE001 - the check choking on the output means the output is wrong
         ok, msg = False, f"check raised {type(e).__name__}: {e}"
     if not ok:
@@ -70,7 +102,7 @@ def stage_compile(ctx: Ctx) -> str:
     """`python3 submission.py`: the module runs as __main__, as the harness's compile step does."""
     with ctx.ins.phase("submission_import"):
         try:
-            runpy.run_path(ctx.spec["submission"], run_name="__main__")
+            run_as_main(ctx.spec["submission"], ctx)
         except SystemExit as e:
             if e.code not in (None, 0):   # a script may end itself with sys.exit(0): the step still passes
                 raise
@@ -82,7 +114,7 @@ def stage_test(ctx: Ctx) -> str:
     cases = ctx.spec["task"]["tests"]
     for label, case in zip(labels(cases), cases):
         with ctx.ins.phase(f"generate:{label}"):
-            data = ctx.reference.generate_input(**case)
+            data = ctx.generate(**case)
         with ctx.ins.phase(f"first_call:{label}", case=label):
             out = ctx.kernel(clone(data))
         with ctx.ins.phase(f"check:{label}"):
@@ -92,9 +124,9 @@ def stage_test(ctx: Ctx) -> str:
 
 
 def _inputs(ctx: Ctx, case: dict) -> list:
-    return [ctx.reference.generate_input(**{**case, "seed": case.get("seed", 0) + 42 * i})
+    return [ctx.generate(**{**case, "seed": case.get("seed", 0) + 42 * i})
             for i in range(harness.INPUTS_PER_CASE)] if "seed" in case else \
-        [ctx.reference.generate_input(**case) for _ in range(harness.INPUTS_PER_CASE)]
+        [ctx.generate(**case) for _ in range(harness.INPUTS_PER_CASE)]
 
 
 def _run_and_check_all(ctx: Ctx, label: str, inputs: list, first_phase: str | None) -> bool:
@@ -145,23 +177,6 @@ class _Flush:
             self.ctx.torch.cuda.empty_cache()
 
 
-@contextlib.contextmanager
-def _timing_lock(ctx: Ctx):
-    """Only one run times on a GPU at once (the scheduler hands every child the same lock file)."""
-    path = ctx.spec.get("timing_lock")
-    if not path:
-        yield
-        return
-    t0 = time.time()
-    with open(path, "a+") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        ctx.ch.emit("lock_wait", seconds=time.time() - t0, phase=ctx.ch.phase)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
-
-
 def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
     """Repeats of 50 back-to-back calls, each preceded by a sync and an L2 flush.
 
@@ -173,7 +188,7 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
     max_n = harness.REPEAT_CAP if full else int(ctx.spec.get("sample_repeats", 10))
     max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.get("sample_seconds", 3.0))
     per_call, walls = [], []
-    with _timing_lock(ctx), ctx.ins.phase(f"timing:{label}", case=label):
+    with ctx.ins.exclusive(), ctx.ins.phase(f"timing:{label}", case=label):
         flush = _Flush(ctx, label)
         case_t0 = time.perf_counter()
         while True:
@@ -218,7 +233,7 @@ def stage_benchmark(ctx: Ctx) -> str:
     cases = _bench_cases(ctx)
     first_label, first_case = cases[0]
     with ctx.ins.phase("warmup_benchmark"), ctx.ins.phase(f"first_call:{first_label}", case=first_label):
-        ctx.kernel(ctx.reference.generate_input(**first_case))
+        ctx.kernel(ctx.generate(**first_case))
     for label, case in cases:
         with ctx.ins.phase(f"inputs:{label}"):
             inputs = _inputs(ctx, case)
@@ -234,7 +249,7 @@ def stage_leaderboard(ctx: Ctx) -> str:
     cases = _bench_cases(ctx)
     for label, case in cases:
         with ctx.ins.phase(f"first_call:{label}", case=label):
-            ctx.kernel(ctx.reference.generate_input(**case))
+            ctx.kernel(ctx.generate(**case))
     for label, case in cases:
         with ctx.ins.phase(f"inputs:{label}"):
             inputs = _inputs(ctx, case)

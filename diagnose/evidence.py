@@ -1,0 +1,104 @@
+"""What a run can support: the rules that keep a conclusion within its evidence. Pure functions.
+
+A run's outcome that rests on a wall time against a budget (a timeout, a prediction over the budget, a
+pass by a thin margin) is only as good as the conditions it was measured in. Every stage records what
+else was happening (other runs alive, time its processes waited for a CPU, time it shared the GPU), so:
+
+- A time-based failure that lost more than the noise floor to interference, or a pass whose margin is
+  within the noise, is *doubtful*: the engine reruns that variant alone (a solo run: no other run
+  alive) before a conclusion may rest on it, or the conclusion says it is unconfirmed.
+- A pass under contention is not doubtful when its margin is wide: contention only slows a run down.
+- A crash or a wrong result does not depend on time: it is never doubtful for this reason.
+- When the solo rerun ends differently from the original, the variant is flaky: it supports nothing.
+
+The noise floor is the one the bisector uses for time savings: 5 % of the budget, and at least 0.25 s.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.session import FAILURES, NO_EVIDENCE, Role, Run, Session, StageResult, Status
+
+NOISE_REL, NOISE_ABS = 0.05, 0.25
+BUSY_DELAY_SHARE = 0.10    # a stage that waited this share of its time for a CPU ran on a busy host
+
+
+def noise_floor(seconds: float) -> float:
+    return max(NOISE_ABS, NOISE_REL * seconds)
+
+
+def doubt(st: StageResult) -> str | None:
+    """Why this stage's time-based status might not hold on a quiet machine, or None."""
+    c = st.contention
+    floor = noise_floor(st.budget_s)
+    if st.status in (Status.TIMEOUT, Status.AT_RISK):
+        if c.interference_s > floor:
+            parts = [f"{c.run_delay_s:.1f} s waiting for a CPU"] if c.run_delay_s > 0.05 else []
+            if c.gpu_shared_s > 0.05:
+                parts.append(f"{c.gpu_shared_s:.1f} s sharing the GPU")
+            beside = f"beside {len(c.overlapped)} other run(s)" if c.overlapped else "on a busy host"
+            return (f"{st.name} {st.status} after losing {c.interference_s:.1f} s to other work "
+                    f"({', '.join(parts)}) {beside}")
+        if st.status == Status.AT_RISK and st.predicted_s is not None and st.predicted_s - st.budget_s <= floor:
+            return f"{st.name} is predicted {st.predicted_s:.1f} s, within the noise of its {st.budget_s:g} s budget"
+        return None
+    if st.status == Status.OK and st.budget_s:
+        margin = st.budget_s - st.seconds
+        if margin <= floor:
+            return f"{st.name} passed with only {margin:.1f} s to spare of {st.budget_s:g} s"
+    return None
+
+
+def run_doubt(run: Run) -> str | None:
+    """The first doubt among the stages that decided this run's outcome."""
+    for st in run.stages:
+        if st.status == Status.SKIPPED:
+            continue
+        d = doubt(st)
+        if d:
+            return d
+        if st.status in FAILURES:
+            return None
+    return None
+
+
+@dataclass(frozen=True)
+class Effective:
+    """The outcome a conclusion may use for a run, and how sure that is."""
+    outcome: Status
+    confirmed: bool
+    note: str = ""            # why unconfirmed or flaky
+    flaky: bool = False
+
+
+def confirmations(session: Session, run: Run) -> list[Run]:
+    return [r for r in session.runs if r.role == Role.CONFIRM and r.confirms == run.id and r.stages]
+
+
+def effective(session: Session, run: Run) -> Effective:
+    d = run_doubt(run)
+    if d is None:
+        return Effective(run.outcome, True)
+    solo = [c for c in confirmations(session, run) if c.outcome not in NO_EVIDENCE]
+    if not solo:
+        return Effective(run.outcome, False, f"unconfirmed: {d}; no solo rerun was made")
+    if all(c.outcome == run.outcome for c in solo):
+        return Effective(run.outcome, True, f"confirmed by a solo rerun ({', '.join(c.id for c in solo)})")
+    last = solo[-1]
+    return Effective(last.outcome, False, f"flaky: {run.id} ended {run.outcome} ({d}), its solo rerun "
+                                          f"{last.id} ended {last.outcome}", flaky=True)
+
+
+def host_busy(session: Session) -> str | None:
+    """A hyperfine-style warning when the runs' own processes waited for a CPU a notable share of time."""
+    stages = [s for r in session.runs for s in r.stages if s.status != Status.SKIPPED and s.wall_s > 0]
+    if not stages:
+        return None
+    delay = sum(s.contention.run_delay_s for s in stages)
+    wall = sum(s.wall_s for s in stages)
+    load = max(s.contention.load_per_cpu for s in stages)
+    if delay / wall >= BUSY_DELAY_SHARE or load > 1.5:
+        return (f"the host was busy: the runs' processes waited {delay:.1f} s for a CPU over {wall:.0f} s of runs "
+                f"({delay / wall:.0%}), and the load reached {load:.1f} per CPU. Time-based conclusions were "
+                f"confirmed by solo reruns where they depended on it; treat the timings as upper bounds.")
+    return None

@@ -1,0 +1,40 @@
+"""Numbers derived from one run's raw record: steady-state time, stage seconds, recompiles. Pure.
+
+Kept apart from the bisector and the report's summaries so that probes can read them too.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+
+from diagnose.session import NO_EVIDENCE, Run, StageResult, Status
+
+
+def steady_us(run: Run) -> dict[str, float]:
+    """Median per-call microseconds per benchmark case (benchmark stage, else leaderboard)."""
+    for name in ("benchmark", "leaderboard"):
+        st = run.stage(name)
+        if st and st.timing:
+            return {c: statistics.median(t["per_call_s"]) * 1e6 for c, t in st.timing.items()}
+    return {}
+
+
+def geomean(values) -> float | None:
+    vals = [v for v in values if v > 0]
+    return math.exp(sum(map(math.log, vals)) / len(vals)) if vals else None
+
+
+def stage_seconds(run: Run) -> dict[str, float]:
+    """Seconds each stage took against its budget (the prediction where there is one, lock waits excluded)."""
+    return {s.name: s.seconds for s in run.stages if s.status not in (Status.SKIPPED,) + NO_EVIDENCE}
+
+
+def recompiles(st: StageResult) -> list[dict]:
+    """Compile records whose id 'F/R' has R > 0: a recompile of frame F, with torch's stated reason."""
+    out = []
+    for r in st.compile:
+        cid = str(r.get("compile_id") or "")
+        tail = cid.split("/")[-1] if "/" in cid else "0"
+        if tail.isdigit() and int(tail) > 0:
+            out.append({"compile_id": cid, "phase": r.get("phase"), "reason": r.get("recompile_reason")})
+    return out

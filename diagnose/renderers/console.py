@@ -1,0 +1,80 @@
+"""What the terminal shows at the end of `run` and `check`. Everything the submission controls is escaped
+for Rich, so a message like `[red]` or `[/x]` prints as itself."""
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from diagnose import summary
+from diagnose.session import Session, Status
+
+EXIT = {Status.OK: 0, Status.NEEDS_GPU: 3}     # everything else that finished: 1 (a problem was found)
+
+
+def exit_code(session: Session) -> int:
+    return EXIT.get(session.verdict.status, 1)
+
+
+def _style(status: Status) -> str:
+    return {Status.OK: "green", Status.NEEDS_GPU: "yellow", Status.INTERRUPTED: "yellow"}.get(status, "red")
+
+
+def run_summary(session: Session, report_path: str, quiet: bool = False) -> list:
+    """Renderables for the end of `diagnose run`: verdict first, then causes, cleared suspects, fix."""
+    v = session.verdict
+    head = f"[bold {_style(v.status)}]{str(v.status).upper()}[/]" + ("" if v.confirmed else " (unconfirmed)")
+    out = [f"{head} {escape(v.message)}"]
+    if quiet:
+        return out
+    if v.site:
+        out.append(f"  at {escape(v.site['file'])}:{v.site['line']}  {escape(v.site['code'])}")
+    if v.note:
+        out.append(f"  {escape(v.note)}")
+    for c in session.causes[:3]:
+        out.append(f"  {c.rank}. [bold]{escape(' × '.join(c.suspects) or c.kind)}[/] ({c.confidence}): "
+                   f"{escape(c.narrative)}")
+    for c in session.cleared:
+        out.append(f"  not the cause: {escape(c.probe)}" + ("" if c.confirmed else " (unconfirmed)"))
+    for i in session.inconclusive:
+        out.append(f"  inconclusive: {escape(i.probe)}: {escape(i.reason)}")
+    if session.fix:
+        us = session.fix.steady_us
+        out.append(f"  fix: {escape(session.fix.toggle or '')}" + (f" ({us:.1f} µs per call)" if us else ""))
+    for w in session.warnings:
+        out.append(f"  [yellow]warning[/]: {escape(w['message'])}")
+    out.append(f"  report: {escape(report_path)}")
+    return out
+
+
+def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool) -> tuple[list, bool]:
+    """The `check` table and whether the submission is safe to submit. Never SAFE when a stage failed,
+    when a measured or predicted stage time exceeds its budget (even if the time came from a CPU), or
+    when the scan found an error-level risk."""
+    t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
+    for col in ("stage", "status", "seconds", "budget", "note"):
+        t.add_column(col)
+    over = []
+    base = session.baseline
+    for m, st in zip(summary.margins(base), [s for s in base.stages if s.status not in
+                                             (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)]) if base else []:
+        sec = f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else "") + ("" if gpu else " (CPU)")
+        if m["seconds"] > m["budget_s"]:
+            over.append(m["stage"])
+        t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", escape(st.message[:80]))
+    lines: list = [t]
+    for r in risks:
+        color = "red" if r["severity"] == "error" else "yellow"
+        lines.append(f"[{color}]risk[/] {escape(sub_path)}:{r['line']}: {escape(r['message'])}")
+    status = session.verdict.status
+    if status == Status.NEEDS_GPU:
+        lines.append(f"[bold yellow]CANNOT JUDGE HERE[/] ({escape(session.verdict.message)})")
+        return lines, False
+    if over:
+        where = "measured or predicted on a CPU" if not gpu else "measured or predicted"
+        lines.append(f"note: {', '.join(over)} {where} over budget")
+    if not gpu:
+        lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
+    safe = status == Status.OK and not over and not any(r["severity"] == "error" for r in risks)
+    lines.append(f"[bold {'green' if safe else 'red'}]{'SAFE' if safe else 'AT RISK'}[/] ({status}"
+                 + (", over budget" if over and status == Status.OK else "") + ")")
+    return lines, safe

@@ -1,0 +1,64 @@
+"""Safe text for reports and the console: what the submission controls is data, never markup.
+
+A message, a path or a line of code may hold backticks, brackets or newlines. In Markdown it goes into
+a code span or a fence longer than any run of backticks inside it; on the console it is escaped for
+Rich (see console.py). Tracebacks fold library frames so the submission's frames come first.
+"""
+from __future__ import annotations
+
+import re
+
+_TICKS = re.compile(r"`+")
+
+
+def code_span(text: str, limit: int = 400) -> str:
+    """Inline code that no content can break out of."""
+    t = " ".join(str(text).split())[:limit]
+    if not t:
+        return "``"
+    longest = max((len(m) for m in _TICKS.findall(t)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if t.startswith("`") or t.endswith("`") else ""
+    return f"{ticks}{pad}{t}{pad}{ticks}"
+
+
+def fence(text: str, lang: str = "") -> list[str]:
+    longest = max((len(m) for m in _TICKS.findall(text)), default=0)
+    ticks = "`" * max(3, longest + 1)
+    return [f"{ticks}{lang}", text, ticks]
+
+
+def _is_sub(f: dict, name: str) -> bool:
+    return f.get("file", "").endswith(name)
+
+
+def fold_frames(frames: list[dict], submission_name: str) -> list[str]:
+    """Traceback lines, outermost first: the submission's frames in full, each run of library frames
+    folded into one line that says how many there were and where they were."""
+    out, run = [], []
+
+    def flush():
+        if not run:
+            return
+        where = sorted({_lib(f["file"]) for f in run})
+        out.append(f"  … {len(run)} library frame(s) in {', '.join(where[:3])}{' …' if len(where) > 3 else ''}")
+        run.clear()
+    for f in frames:
+        if _is_sub(f, submission_name):
+            flush()
+            out.append(f'  File "{submission_name}", line {f["line"]}, in {f.get("func", "?")}')
+            if f.get("code"):
+                out.append(f"    {f['code'].strip()}")
+        else:
+            run.append(f)
+    flush()
+    return ["Traceback (most recent call last):"] + out
+
+
+def _lib(path: str) -> str:
+    """'torch/_dynamo' for '…/site-packages/torch/_dynamo/eval_frame.py'."""
+    p = path.replace("\\", "/")
+    if "site-packages/" in p:
+        p = p.split("site-packages/", 1)[1]
+    parts = [x for x in p.split("/") if x and x != "…"]
+    return "/".join(parts[:2]) if len(parts) > 1 else (parts[0] if parts else path)

@@ -1,0 +1,83 @@
+"""The child's own guards, for when the parent cannot act: its deadline, its parent's death, and a
+stopped parent.
+
+- PR_SET_PDEATHSIG: the kernel kills this process when the parent dies.
+- A thread checks four times a second: if the parent died (re-parenting changed getppid) it removes the
+  run's temporary directory and kills this process group; if the parent was stopped (SIGSTOP, as a
+  submission can do to it) it resumes it; past the budget plus a grace, counting only the time this
+  process did not spend waiting for the GPU, it dumps every stack and kills the group itself.
+- The parent's SIGUSR1 (at its deadline: "dump every stack") is delivered to this thread: the main
+  thread blocks it (`route_stack_signal`), and so do the threads the submission starts, which inherit
+  that mask. A main thread blocked in a CUDA wait inside the driver would otherwise leave the signal
+  pending forever. No dump is taken before the deadline: faulthandler reads other threads' frames
+  while they run, and a dump taken while the run still had a chance could crash a healthy run.
+"""
+from __future__ import annotations
+
+import ctypes
+import faulthandler
+import os
+import shutil
+import signal
+import threading
+import time
+
+HARD_GRACE_S = 10.0
+
+
+def _die_with_parent() -> None:
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)   # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _stopped(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t")
+    except (OSError, IndexError):
+        return False
+
+
+class Watchdog(threading.Thread):
+    def __init__(self, budget_s: float | None, stacks, root: str | None):
+        super().__init__(daemon=True, name="diagnose-watchdog")
+        self.budget_s, self.stacks, self.root = budget_s, stacks, root
+        self.start_t = time.time()
+        self.waited_s = 0.0
+        self.ppid = os.getppid()
+        _die_with_parent()
+
+    def add_wait(self, seconds: float) -> None:
+        self.waited_s += seconds
+
+    @staticmethod
+    def route_stack_signal() -> None:
+        """Call from the main thread once this thread runs: SIGUSR1 then reaches this thread only."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+
+    def run(self) -> None:
+        while True:
+            time.sleep(0.25)
+            if os.getppid() != self.ppid:
+                if self.root:
+                    shutil.rmtree(self.root, ignore_errors=True)
+                self._kill_group()
+            if _stopped(self.ppid):
+                try:
+                    os.kill(self.ppid, signal.SIGCONT)
+                except OSError:
+                    pass
+            if self.budget_s and time.time() - self.start_t - self.waited_s > self.budget_s + HARD_GRACE_S:
+                try:
+                    faulthandler.dump_traceback(file=self.stacks, all_threads=True)
+                finally:
+                    self._kill_group()
+
+    @staticmethod
+    def _kill_group() -> None:
+        try:
+            os.killpg(0, signal.SIGKILL)
+        finally:
+            os._exit(137)

@@ -1,0 +1,171 @@
+"""The engine through its runner seam: a scripted runner replays stage results, so the scheduling and
+the evidence rules are asserted exactly (no process starts, no torch is imported)."""
+import ast
+import threading
+import textwrap
+from pathlib import Path
+
+from diagnose.engine import Engine, Options
+from diagnose.session import Role, Session, StageResult, Status
+from diagnose.submission import Submission
+from tests.builders import stage
+from tests.fake_runner import ScriptedRunner
+
+STAGES = ["compile", "test", "benchmark", "leaderboard"]
+BUDGETS = {"compile": 60.0, "test": 60.0, "benchmark": 60.0, "leaderboard": 60.0}
+US = {"256x4096x7168": 43.0}
+
+STORM = textwrap.dedent('''
+    import torch
+
+    @torch.compile(dynamic=False)
+    def _epilogue(r1, r2):
+        return (r1 * r2).half()
+
+    def custom_kernel(data):
+        return _epilogue(data[0], data[1])
+''')
+
+WARMUP_AT_IMPORT = textwrap.dedent('''
+    import time
+    import torch
+
+    time.sleep(500)     # import work that times out the compile step
+
+    @torch.compile
+    def _f(x):
+        return x + 1
+
+    def custom_kernel(data):
+        for _ in range(20):
+            _f(data)
+        return data
+''')
+
+
+def diagnose(source, script, jobs=1, stop=None, gpu=True, **opts):
+    sub = Submission(path=Path("/work/sub.py"), source=source, tree=ast.parse(source))
+    session = Session(submission={"path": "sub.py", "name": "sub.py", "source": source},
+                      task={"name": "t", "shape_set": "full"},
+                      harness={"name": "gpumode", "stages": STAGES, "budgets": BUDGETS})
+    runner = ScriptedRunner(script)
+    eng = Engine(sub, session, STAGES, Options(jobs=jobs, gpu=gpu, **opts), runner, stop=stop)
+    eng.diagnose()
+    assert eng.errors == []
+    return session, runner
+
+
+def ok(name, wall=10.0, budget=None, **kw):
+    return stage(name, wall=wall, budget=budget or BUDGETS[name], per_call_us=US, **kw)
+
+
+def storm_script(run):
+    """A compiled epilogue that recompiles on every call: the benchmark times out at its 60 s budget.
+    Compiling it off fixes it, and so does dynamic=True; the mode does not matter. The fixing variants
+    spent long stretches queued for the GPU lock, which must not count against their budgets."""
+    records = [{"compile_id": "0/0", "phase": "first_call:a"},
+               {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]
+    fail = [ok("compile"), ok("test", compile=records),
+            stage("benchmark", "timeout", wall=60.0, budget=60.0, phase="check:256x4096x7168", compile=records),
+            StageResult("leaderboard", Status.SKIPPED)]
+    if run.toggle == "compile off":
+        return [ok("compile", wall=60.0, lock_wait=50.0), ok("test"), ok("benchmark"), ok("leaderboard")]
+    if run.toggle == "dynamic=True":
+        return [ok("compile"), ok("test"), ok("benchmark", wall=13.0),
+                ok("leaderboard", wall=60.0, lock_wait=47.0)]
+    return fail
+
+
+def test_lock_waits_are_not_charged_and_the_specific_mechanism_ranks_first():
+    s, runner = diagnose(STORM, storm_script)
+    assert s.verdict.status == Status.TIMEOUT and s.verdict.stage == "benchmark" and s.verdict.confirmed
+    top = s.causes[0]
+    assert top.suspects == ["recompile"] and top.changes_outcome and top.confidence == "high"
+    assert "dynamic=True fixes it" in top.narrative and "size mismatch" in top.narrative
+    assert "compile_mode: compile off" in top.alternatives
+    assert "compile_mode" not in [c.probe for c in s.cleared]      # compile off fixes it
+    fixing = {c.toggle for c in s.fix.costs}
+    assert fixing == {"compile off", "dynamic=True"}
+    # no fixing run was charged for the time it waited for the GPU, so none needed a solo rerun
+    assert not [r for r in s.runs if r.role == Role.CONFIRM]
+    lb = next(r for r in s.runs if r.toggle == "dynamic=True").stage("leaderboard")
+    assert lb.wall_s == 60.0 and lb.charged_s == 13.0 and lb.lock_wait_s == 47.0
+
+
+def test_an_unexercised_toggle_is_inconclusive():
+    """The import times out before custom_kernel's warmup loop could run: warmup is untested."""
+    def script(run):
+        return [stage("compile", "timeout", wall=60.0, budget=60.0, phase="submission_import", reached=[])]
+    s, runner = diagnose(WARMUP_AT_IMPORT, script, probes=["warmup"])
+    assert s.verdict.status == Status.TIMEOUT
+    assert [c.probe for c in s.cleared] == []
+    assert s.inconclusive and s.inconclusive[0].probe == "warmup"
+    assert "never executed" in s.inconclusive[0].reason
+    watch = next(j["watch"] for j in runner.jobs if j["toggle"] == "warmup N->1")
+    assert watch == [12]   # the edited loop header, in the variant's numbering
+
+
+def _loaded_timeout(run, solo_outcome):
+    """Under load the test stage times out, having lost 3 s to other runs; alone it ends `solo_outcome`."""
+    if run.role == Role.CONFIRM:
+        if solo_outcome == "ok":
+            return [ok("compile"), ok("test", wall=5.0, budget=6.0)]
+        return [ok("compile"), stage("test", "timeout", wall=6.0, budget=6.0, phase="first_call:a")]
+    return [ok("compile"), stage("test", "timeout", wall=6.0, budget=6.0, delay=3.0, overlapped=["r1"],
+                                 phase="first_call:a"), StageResult("benchmark", Status.SKIPPED),
+            StageResult("leaderboard", Status.SKIPPED)]
+
+
+def test_a_timeout_under_load_is_confirmed_by_a_solo_rerun():
+    s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "timeout"), jobs=3, probes=[])
+    confirm = [j for j in runner.jobs if j["role"] == "confirm"]
+    assert confirm and all(j["solo"] and j["beside"] == [] for j in confirm)
+    assert [j["stages"][0] for j in confirm] == ["compile", "test"]     # up to the doubtful stage
+    assert s.verdict.status == Status.TIMEOUT and s.verdict.confirmed
+    assert "confirmed by a solo rerun" in s.verdict.note
+
+
+def test_a_timeout_that_passes_alone_is_not_reported_as_a_timeout():
+    s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
+    assert s.verdict.status == Status.OK and not s.verdict.confirmed
+    assert "flaky" in s.verdict.note and s.causes == []
+    assert any(w["kind"] == "flaky" for w in s.warnings)
+
+
+def test_without_confirmation_a_doubtful_timeout_says_unconfirmed():
+    s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "timeout"), jobs=3, probes=[], confirm=False)
+    assert s.verdict.status == Status.TIMEOUT and not s.verdict.confirmed
+    assert s.verdict.note.startswith("unconfirmed")
+
+
+def test_the_verdict_comes_first_then_fix_verification():
+    """One job at a time: every verdict-deciding stage (baseline, singles up to the failing stage) runs
+    before any stage that only verifies or times a fix."""
+    s, runner = diagnose(STORM, storm_script, jobs=1)
+    order = [(j["role"], j["stages"][0]) for j in runner.jobs]
+    later = [i for i, (role, st) in enumerate(order) if role == "single" and st in ("benchmark", "leaderboard")]
+    deciding = [i for i, (role, st) in enumerate(order) if role == "single" and st in ("compile", "test")]
+    assert later and deciding and max(deciding) < min(later), order
+    assert order[:4] == [("baseline", "compile"), ("baseline", "test"), ("baseline", "benchmark"),
+                         ("single", "compile")]
+
+
+def test_an_interrupt_gives_interrupted_and_ranks_nothing_from_runs_that_did_not_run():
+    stop = threading.Event()
+
+    def script(run):
+        if run.role == Role.BASELINE:
+            stop.set()      # the user presses Ctrl-C while the baseline runs
+        return storm_script(run)
+    s, runner = diagnose(STORM, script, stop=stop)
+    assert s.verdict.status == Status.INTERRUPTED and not s.complete
+    assert s.causes == [] and s.cleared == [] and s.fix is None
+    assert all(j["role"] == "baseline" for j in runner.jobs)
+
+
+def test_identical_variants_are_measured_once():
+    src = STORM.replace("dynamic=False", 'mode="max-autotune"')
+    s, runner = diagnose(src, lambda r: [ok(n) for n in STAGES], probes=["compile_mode"])
+    same = [r for r in s.runs if r.toggle in ("same mode, no CUDA graphs", "mode=max-autotune-no-cudagraphs")]
+    assert len(same) == 2 and sum("identical variant" in r.note for r in same) == 1
+    assert len([j for j in runner.jobs if j["toggle"] in {r.toggle for r in same}]) == len(STAGES)
