@@ -119,8 +119,10 @@ def broken_by_edit(run: Run) -> str | None:
 
 
 def compare(session: Session, base: Run, run: Run) -> str:
-    """'same' failure as the baseline, 'fixed', 'different' (failed otherwise), 'broken' (the edit broke
-    the program), or 'unknown' (it says nothing: not run, interrupted, flaky, never exercised)."""
+    """'same' failure as the baseline, 'fixed', 'moved' (the same kind of failure at a later stage),
+    'different' (failed otherwise), 'broken' (the edit broke the program), or 'unknown' (it says
+    nothing: not run, interrupted, flaky, never exercised). For a probe whose toggle moves work, a moved
+    failure is the same failure."""
     e, b = effective(session, run), effective(session, base)
     if e.outcome in NO_EVIDENCE or b.outcome in NO_EVIDENCE or e.flaky:
         return "unknown"
@@ -136,6 +138,8 @@ def compare(session: Session, base: Run, run: Run) -> str:
             return "same"
         if bp is None or rp is None or rp[0] <= bp[0]:
             return "different"
+        if e.outcome == b.outcome:     # the same kind of failure, later
+            return "same" if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else "moved"
         return "fixed"     # it got past the baseline's failure and failed later, on something else
     if b.outcome == Status.AT_RISK:
         return "fixed" if e.outcome == Status.OK else "same"
@@ -162,7 +166,11 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
     session.bisection. Single toggles that fix it alone are each necessary, so when the failure comes
     back with only those left in, they are the minimal set and one round settles it; otherwise delta
     debugging searches them all. Both ends are checked first: with every suspect in it must fail, with
-    every suspect out it must not."""
+    every suspect out it must not.
+
+    `fails(keep)` answers True, False, or None when its run cannot tell (its edits never ran, it was
+    interrupted, it is flaky): an unknown answer is never taken as either, so it can only leave the set
+    larger or the search undecided, never invent a cause."""
     base = session.baseline
     session.bisection = {"removers": list(removers), "minimal": [], "checked": False}
     if base is None or not _failing(session, base):
@@ -175,15 +183,17 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
     known = [p for p in fixing if p in ordered]
     if prefetch:
         prefetch([ordered, [], known] if known else [ordered, []])
-    if fails(ordered) and not fails([]):
+    if fails(ordered) is True and fails([]) is False:
         session.bisection["checked"] = True
-        session.bisection["minimal"] = known if known and fails(known) else ddmin(ordered, fails, prefetch)
+        session.bisection["minimal"] = known if known and fails(known) is True else \
+            ddmin(ordered, lambda keep: fails(keep) is True, prefetch)
 
 
 def _fixing_probes(session: Session, base: Run) -> list[str]:
     """Probes with a single toggle that fixes the failure alone, less those that fix it only bluntly by
     removing what another fixing suspect requires (compile off, beside dynamic=True)."""
-    fixers = [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == "fixed"]
+    fixers = [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes
+              and compare(session, base, r) in ("fixed", "moved")]
     probes = {r.probe for r in fixers}
     blunt = {p for p in probes if all(_toggle_rank(r) == 0 for r in fixers if r.probe == p)}
     subsumed = {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
@@ -205,7 +215,7 @@ def conclude(session: Session) -> None:
     causes: list[Cause] = []
     minimal: list[str] = []
     if failing:
-        fixers = [r for r in singles if verdicts[r.id] == "fixed" and BY_NAME[r.probe].INFO.fixes]
+        fixers = [r for r in singles if verdicts[r.id] in ("fixed", "moved") and BY_NAME[r.probe].INFO.fixes]
         # The search's combinations decide an interaction; a single fixing suspect decides itself (and
         # is recomputed here, as solo confirmations may have changed which singles fix it).
         fixing = _fixing_probes(session, base)
@@ -284,6 +294,10 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         lead = by[p][0] if by[p] else None
         narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} fixes it." if lead else
                                                                  "removing it fixes it.")
+        if lead and lead.outcome in FAILURES:
+            later = lead.failed_stage
+            narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
+                          f"({lead.id}), so it is not a fix by itself.")
         reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
         if reason:
             narrative += f" {reason}"
@@ -312,22 +326,19 @@ def _user_site(session: Session, site: dict | None) -> dict | None:
 def _unfixed_cause(session: Session, base: Run) -> Cause:
     st = base.failed_stage
     site = _user_site(session, st.site)
-    in_suspect = None
-    if site:
-        for s in session.scan:
-            if s["line"] <= site["line"] <= s["end_line"]:
-                in_suspect = s
-    moved = next((r for r in _singles(session) if r.probe == "import_init" and r.outcome not in NO_EVIDENCE), None)
+    moved = next((r for r in _singles(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
+                  and failure_point(r) and failure_point(r)[0] > failure_point(base)[0]), None)
     conf, confirmed = _confidence(session, [base])
-    if st.status == Status.TIMEOUT and (in_suspect and in_suspect["suspect"] == "import_init" or (
-            moved and moved.outcome == st.status and st.phase == "submission_import")):
+    if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
         sec = st.phase_s("submission_import")
-        narrative = (f"The work itself is too slow: {sec:.1f} s at import (line {site['line'] if site else '?'}), "
-                     f"and deferring it only moves it to the first call" +
-                     (f" ({moved.id}: {moved.outcome})." if moved else "."))
-        return Cause(rank=0, suspects=["import_init"], kind="too_slow", narrative=narrative, confidence=conf,
-                     changes_outcome=False, evidence=[base.id] + ([moved.id] if moved else []),
-                     site=_site(session, "import_init"), confirmed=confirmed)
+        where = f" (line {site['line']})" if site else ""
+        narrative = (f"The work itself is too slow: {sec:.1f} s at import{where} until the deadline, and deferring it "
+                     f"only moves it: {moved.id} ({moved.toggle}) then times out in "
+                     f"{moved.failed_stage.name}/{moved.failed_stage.phase}.")
+        conf, confirmed = _confidence(session, [base, moved])
+        return Cause(rank=0, suspects=[moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
+                     changes_outcome=False, evidence=[base.id, moved.id],
+                     site=_site(session, moved.probe), confirmed=confirmed)
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
     kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status})"
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
@@ -407,14 +418,14 @@ def _fix(session: Session, base: Run) -> Fix | None:
 
 
 def doubtful_evidence(session: Session) -> list[Run]:
-    """Runs that a reported conclusion rests on and that need a solo rerun to be trusted."""
+    """Runs that the verdict, a cause or the fix rests on and that need a solo rerun to be trusted.
+    Suspects cleared on doubtful runs are not rerun (that could cost a full budget each): they are
+    reported as unconfirmed instead."""
     ids = [session.verdict.runs[0]] if session.verdict.runs else []
     base = session.baseline
     if base is not None:
         ids.append(base.id)
     for c in session.causes:
-        ids += c.evidence
-    for c in session.cleared:
         ids += c.evidence
     if session.fix:
         ids.append(session.fix.run)

@@ -188,6 +188,11 @@ def run(
                      on_run_done=live_state.on_run_done)
         with Live(live_state, console=err, refresh_per_second=4, transient=True):
             eng.diagnose()
+    if eng.errors:
+        session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
+                             f"{eng.errors[0].strip().splitlines()[-1]}")
+        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
+                  f"and were not used as evidence", highlight=False)
     save(session)
     if fix and session.fix:
         from diagnose.output import write_atomic

@@ -243,7 +243,7 @@ class Engine:
             if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
                 return self._finish()
             if self.opts.bisect:
-                bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers) is True,
+                bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers),
                                 prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
             self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
             self._conclude()
@@ -321,7 +321,7 @@ class Engine:
         if not self._wait(self._states[run.id].done):
             return None
         verdict = bisector.compare(self.session, base, run) if run is not base else "same"
-        return {"same": True, "fixed": False}.get(verdict)
+        return {"same": True, "fixed": False, "moved": False}.get(verdict)
 
 
 def probe_table() -> list[dict]:

@@ -18,9 +18,8 @@ class LiveState:
 
     def on_event(self, run, stage: str, ev: dict) -> None:
         with self.lock:
-            a = self.active.setdefault(run.id, {"label": "baseline" if run.probe is None else
-                                                f"{run.probe}: {run.toggle}", "stage": stage, "phase": "start",
-                                                "t0": time.time()})
+            label = str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
+            a = self.active.setdefault(run.id, {"label": label, "stage": stage, "phase": "start", "t0": time.time()})
             if a["stage"] != stage:
                 a.update(stage=stage, t0=time.time(), phase="start")
             if ev["k"] == "begin":

@@ -64,6 +64,9 @@ class ProbeInfo:
     # Suspects this one only exists with: a blunt toggle of those (compile off) that fixes the failure
     # only removes what this suspect needs, so this suspect, not that one, names the cause.
     requires: tuple[str, ...] = ()
+    # Its toggle moves work rather than removing it (deferring import work to the first call): a variant
+    # that then fails the same way at a later stage has moved the failure, not fixed it.
+    moves_work: bool = False
 
 
 def sites(source: str, suspect: str):

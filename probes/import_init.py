@@ -15,7 +15,8 @@ from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInf
 
 INFO = ProbeInfo("import_init", "work done at import time",
                  "module-level calls, instantiations whose __init__ works, loops (static scan)",
-                 "defer to the first custom_kernel call", describe="work done at import", sites=("import_init",))
+                 "defer to the first custom_kernel call", describe="work done at import", sites=("import_init",),
+                 moves_work=True)
 FLAG = "_diagnose_init_done"
 
 

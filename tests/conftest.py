@@ -1,4 +1,5 @@
-"""Shared fixtures. The autouse fixture fails any test that leaves a process of ours alive."""
+"""Shared fixtures. Every test gets its own TMPDIR (so a test only ever looks at its own temporary files,
+never at other processes'), and an autouse fixture fails any test that leaves a process of ours alive."""
 from __future__ import annotations
 
 import os
@@ -13,6 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = ROOT / "examples"
+
+
+@pytest.fixture(autouse=True)
+def own_tmpdir(tmp_path, monkeypatch):
+    d = tmp_path / "tmpdir"
+    d.mkdir()
+    monkeypatch.setenv("TMPDIR", str(d))
+    monkeypatch.setattr("tempfile.tempdir", None)
+    yield d
 
 
 @pytest.fixture(autouse=True)

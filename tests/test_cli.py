@@ -85,13 +85,13 @@ def test_run_healthy_writes_the_contract_and_exits_0(tmp_path):
     assert res.returncode == 0, res.stderr + res.stdout
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "session.json", "trace.json"]
     s = json.loads((out / "session.json").read_text())
-    assert s["schema_version"] == 1 and s["complete"] is True
+    assert s["schema_version"] == 2 and s["complete"] is True
     assert s["verdict"]["status"] == "ok" and s["causes"] == [] and s["fix"] is None
     assert [st["name"] for st in s["runs"][0]["stages"]] == ["compile", "test", "benchmark"]
     phases = [p["name"] for p in s["runs"][0]["stages"][1]["phases"]]
     assert "submission_import" in phases and any(p.startswith("first_call:") for p in phases)
     md = (out / "report.md").read_text()
-    assert "**OK.**" in md and "small shape set" in md and "say nothing about a GPU budget" in md
+    assert "- **Verdict:** OK" in md and "small shape set" in md and "say nothing about a GPU budget" in md
     # re-render offline, every format
     for fmt in ("md", "json", "trace"):
         r = cli("report", out / "session.json", "--format", fmt)

@@ -43,6 +43,25 @@ def test_round9_diagnosis_names_the_interaction_and_clears_the_rest(tmp_path):
     assert {c["probe"] for c in s["cleared"]} == {"fullgraph", "warmup", "import_init"}
     assert s["fix"] and s["fix"]["steady_us"] > 0
     assert s["fix"]["probe"] == "compile_mode"
+    assert not [r for r in s["runs"] if r["role"] == "confirm"]    # a crash does not depend on time
+
+
+def test_recompile_storm_names_the_recompile_cause_and_charges_no_lock_waits(tmp_path):
+    """Every call recompiles; the benchmark stage runs out of its 60 s budget. The diagnosis must name the
+    recompiles (dynamic=True fixes it) above 'compile off', and no run may be charged for GPU lock waits."""
+    res, s = run_json(tmp_path, FIXTURES / "gpu" / "recompile_storm.py", "--stages", "test,benchmark",
+                      "--budget", "60")
+    v = s["verdict"]
+    assert res.returncode == 1 and v["status"] == "timeout" and v["stage"] == "benchmark", v
+    top = s["causes"][0]
+    assert top["suspects"] == ["recompile"] and "dynamic=True fixes it" in top["narrative"], top
+    assert s["fix"] and s["fix"]["toggle"] in ("dynamic=True", "compile off")
+    for r in s["runs"]:
+        for st in r["stages"]:
+            waits = sum(w["seconds"] for w in st["lock_waits"])
+            assert abs(st["charged_s"] - (st["wall_s"] - waits)) < 0.01
+            if st["status"] == "timeout":      # killed at the budget of charged time, never earlier
+                assert st["charged_s"] >= 60.0 - 0.5, (r["id"], st["charged_s"], waits)
 
 
 def test_baseline_is_healthy(tmp_path):

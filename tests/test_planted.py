@@ -23,7 +23,8 @@ def probe_runs(s, probe):
 
 
 def test_warmup_cause(tmp_path):
-    res, s = diagnose(tmp_path, "warmup_cause.py", "--stages", "test", "--budget", "6")
+    res, s = diagnose(tmp_path, "warmup_cause.py", "--stages", "test", "--budget", "20",
+                      "--probes", "warmup,compile_mode")
     assert res.returncode == 1 and s["verdict"]["status"] == "timeout"
     top = s["causes"][0]
     assert top["suspects"] == ["warmup"] and top["changes_outcome"]
@@ -38,8 +39,8 @@ def test_warmup_harmless(tmp_path):
 
 
 def test_import_init_cause_is_fixed_by_deferring(tmp_path):
-    res, s = diagnose(tmp_path, "import_cause.py", "--stages", "compile,test", "--budget", "12",
-                      "--compile-budget", "4", "--probes", "import_init")
+    res, s = diagnose(tmp_path, "import_cause.py", "--stages", "compile,test", "--budget", "40",
+                      "--compile-budget", "8", "--probes", "import_init")
     assert s["verdict"]["status"] == "timeout" and s["verdict"]["stage"] == "compile"
     assert s["verdict"]["phase"] == "submission_import"
     assert s["causes"][0]["suspects"] == ["import_init"] and s["causes"][0]["changes_outcome"]
@@ -47,16 +48,16 @@ def test_import_init_cause_is_fixed_by_deferring(tmp_path):
     assert deferred["outcome"] == "ok"
     test_stage = next(st for st in deferred["stages"] if st["name"] == "test")
     first = next(p for p in test_stage["phases"] if p["name"].startswith("first_call:"))
-    assert first["end_s"] - first["start_s"] > 4.5        # the work moved, it did not disappear
+    assert first["end_s"] - first["start_s"] > 11.5       # the work moved, it did not disappear
     assert "_diagnose_init_done" in s["fix"]["diff"]
 
 
 def test_import_init_too_slow_wherever_it_runs(tmp_path):
-    res, s = diagnose(tmp_path, "import_too_slow.py", "--stages", "compile,test", "--budget", "8",
+    res, s = diagnose(tmp_path, "import_too_slow.py", "--stages", "compile,test", "--budget", "15",
                       "--probes", "import_init")
     assert s["verdict"]["status"] == "timeout"
     c = s["causes"][0]
-    assert c["suspects"] == ["import_init"] and not c["changes_outcome"]
+    assert c["suspects"] == ["import_init"] and not c["changes_outcome"] and c["kind"] == "too_slow"
     assert "work itself is too slow" in c["narrative"] and s["fix"] is None
 
 
@@ -131,7 +132,7 @@ def test_cache_probe_shows_the_cold_compile_cost(tmp_path):
 def test_fix_is_written_with_fix_and_warmup_cost_per_iteration_is_measured(tmp_path):
     fix = tmp_path / "fixed.py"
     out = tmp_path / "o"
-    res = cli("run", P / "warmup_cause.py", "--out", out, "--stages", "test", "--budget", "8", "--probes", "warmup",
+    res = cli("run", P / "warmup_cause.py", "--out", out, "--stages", "test", "--budget", "20", "--probes", "warmup",
               "--fix", fix, "--sample-repeats", "2")
     assert res.returncode == 1
     s = json.loads((out / "session.json").read_text())
@@ -139,4 +140,4 @@ def test_fix_is_written_with_fix_and_warmup_cost_per_iteration_is_measured(tmp_p
     compile(fix.read_text(), str(fix), "exec")
     md = (out / "report.md").read_text()
     per = float(md.split("Warmup costs about ")[1].split(" s per iteration")[0])
-    assert 0.08 < per < 0.2      # the planted cost is 0.1 s of sleep per iteration (plus the eager call)
+    assert 0.23 < per < 0.4      # the planted cost is 0.25 s of sleep per iteration (plus the eager call)

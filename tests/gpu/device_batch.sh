@@ -11,6 +11,7 @@ for what in "$@"; do
     baseline-run) cmd=(run examples/baseline.py --probes none) ;;
     round9-run) cmd=(run examples/round9.py --probes none) ;;
     round9) cmd=(run examples/round9.py) ;;
+    recompile-storm) cmd=(run tests/fixtures/gpu/recompile_storm.py --stages test,benchmark --budget 60) ;;
     baseline) cmd=(run examples/baseline.py) ;;
     pytest) (timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider --durations=10 2>&1 | tail -40) | tee "$R/pytest.txt"; continue ;;
     pytest:*) (timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider -k "${what#pytest:}" 2>&1 | tail -60) | tee -a "$R/pytest.txt"; continue ;;

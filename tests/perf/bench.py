@@ -35,6 +35,26 @@ def session(out: Path) -> dict:
     return json.loads((out / "session.json").read_text())
 
 
+def critical_path(s: dict) -> dict:
+    """Where a diagnosis spent its time: total GPU lock wait, and the runs that finished last (the chain
+    that held the end of the diagnosis), each with its role, span and stages, from the events' clocks."""
+    spans = []
+    for r in s["runs"]:
+        ts = [e["t"] for st in r["stages"] for e in st["events"]]
+        if ts:
+            spans.append((min(ts), max(ts), r))
+    if not spans:
+        return {}
+    t0 = min(a for a, _, _ in spans)
+    last = sorted(spans, key=lambda x: x[1])[-4:]
+    return {"lock_wait_total_s": round(sum(w["seconds"] for r in s["runs"] for st in r["stages"]
+                                           for w in st["lock_waits"]), 1),
+            "last_runs": [{"run": r["id"], "role": r["role"], "variant": r["toggle"], "start_s": round(a - t0, 1),
+                           "end_s": round(b - t0, 1), "stages": [st["name"] for st in r["stages"]
+                                                                 if st["status"] != "skipped"]}
+                          for a, b, r in last]}
+
+
 def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
     """The baseline kernel timed by a bare loop: events around 50 calls after an L2 flush, as the harness
     does, with nothing else on the machine. Returns median per-call µs per shape and the spread of rounds."""
@@ -79,16 +99,20 @@ def main(parts: list[str]) -> None:
         if part in parts:
             t, rc, out = timed(["run", str(ROUND9), *extra])
             s = session(out)
+            keep = Path(os.environ.get("OUT", ".")) / f"{part}-session.json"
+            keep.write_text((out / "session.json").read_text())
             res[f"diagnose_{part}_s"] = round(t, 1)
             res[f"diagnose_{part}_runs"] = len(s["runs"])
             res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
             res[f"diagnose_{part}_concurrency"] = s["harness"].get("concurrency")
+            res[f"diagnose_{part}_critical_path"] = critical_path(s)
+            res[f"diagnose_{part}_confirmations"] = len([r for r in s["runs"] if r["role"] == "confirm"])
             if "cold_run_s" in res:
                 res[f"diagnose_{part}_ratio"] = round(t / res["cold_run_s"], 2)
     if "fidelity" in parts:
         t, rc, out = timed(["run", str(BASELINE), "--stages", "benchmark"])
         s = session(out)
-        base = next(r for r in s["runs"] if r["probe"] is None)
+        base = next(r for r in s["runs"] if r["role"] == "baseline")
         bench = next(st for st in base["stages"] if st["name"] == "benchmark")
         sched = {c: statistics.median(v["per_call_s"]) * 1e6 for c, v in bench["timing"].items()}
         bare = bare_loop()

@@ -1,0 +1,64 @@
+"""Conclusions stay within their evidence, with real subprocesses on the CPU: toggles that never ran,
+a loaded host, a machine that cannot judge the submission."""
+import json
+import subprocess
+import sys
+import time
+
+from tests.conftest import EXAMPLES, FIXTURES, cli
+
+P = FIXTURES / "planted"
+
+
+def session(out):
+    return json.loads((out / "session.json").read_text())
+
+
+def test_a_toggle_the_run_never_reached_is_inconclusive_not_cleared(tmp_path):
+    out = tmp_path / "o"
+    res = cli("run", P / "import_blocks_warmup.py", "--stages", "compile", "--compile-budget", "8",
+              "--probes", "warmup", "--out", out)
+    s = session(out)
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout"
+    assert s["verdict"]["phase"] == "submission_import"
+    assert s["cleared"] == [] and not any("warmup" in c["suspects"] for c in s["causes"])
+    (inc,) = s["inconclusive"]
+    assert inc["probe"] == "warmup" and "never executed" in inc["reason"]
+    variants = [r for r in s["runs"] if r["probe"] == "warmup"]
+    assert variants and all(r["watched"] and not any(st["reached"] for st in r["stages"]) for r in variants)
+
+
+def test_cuda_only_submissions_cannot_be_judged_on_a_cpu(tmp_path):
+    """No CUDA here: the submission's CUDA calls fail for that reason alone. Exit 3, no causes."""
+    for name, phase in (("baseline.py", "first_call:"), ("round9.py", "submission_import")):
+        res = cli("check", EXAMPLES / name, "--out", tmp_path / name)
+        assert res.returncode == 3, res.stdout + res.stderr
+        assert "CANNOT JUDGE HERE" in res.stdout and "SAFE" not in res.stdout.replace("CANNOT", "")
+        s = session(tmp_path / name)
+        assert s["verdict"]["status"] == "needs_gpu" and s["verdict"]["phase"].startswith(phase)
+        assert "CUDA" in s["verdict"]["message"] or "cuda" in s["verdict"]["message"]
+    res = cli("run", EXAMPLES / "round9.py", "--stages", "compile,test", "--out", tmp_path / "run")
+    s = session(tmp_path / "run")
+    assert res.returncode == 3 and s["verdict"]["status"] == "needs_gpu"
+    assert s["causes"] == [] and s["cleared"] == [] and s["fix"] is None
+
+
+def test_a_busy_host_does_not_change_the_top_cause(tmp_path):
+    """Two CPU hogs beside the diagnosis (this is a 2-core machine): the same top cause, and the report
+    says the host was busy."""
+    hog = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"
+    hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2)]
+    try:
+        time.sleep(1)
+        out = tmp_path / "o"
+        res = cli("run", P / "warmup_cause.py", "--stages", "test", "--budget", "20", "--probes", "warmup",
+                  "--jobs", "2", "--out", out)
+    finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
+    s = session(out)
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout"
+    assert s["causes"][0]["suspects"] == ["warmup"] and s["causes"][0]["changes_outcome"]
+    assert any(w["kind"] == "host_busy" for w in s["warnings"]), s["warnings"]
+    assert "host was busy" in (out / "report.md").read_text()
