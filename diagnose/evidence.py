@@ -33,9 +33,7 @@ def doubt(st: StageResult) -> str | None:
     floor = noise_floor(st.budget_s)
     if st.status in (Status.TIMEOUT, Status.AT_RISK):
         if c.interference_s > floor:
-            parts = [f"{c.run_delay_s:.1f} s waiting for a CPU"] if c.run_delay_s > 0.05 else []
-            if c.gpu_shared_s > 0.05:
-                parts.append(f"{c.gpu_shared_s:.1f} s sharing the GPU")
+            parts = [f"{c.run_delay_s:.1f} s waiting for a CPU"]
             beside = f"beside {len(c.overlapped)} other run(s)" if c.overlapped else "on a busy host"
             return (f"{st.name} {st.status} after losing {c.interference_s:.1f} s to other work "
                     f"({', '.join(parts)}) {beside}")

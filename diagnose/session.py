@@ -71,6 +71,11 @@ class Phase:
     end_s: float
     open: bool = False          # still running when the child died or was stopped
     ok: bool = True
+    held_s: float = 0.0         # of which paused or queued while another run timed (not the phase's own)
+
+    @property
+    def seconds(self) -> float:
+        return max(0.0, self.end_s - self.start_s - self.held_s)
 
 
 @dataclass
@@ -78,13 +83,14 @@ class Contention:
     """What else was happening while a stage ran: the evidence behind 'was this timing fair?'."""
     overlapped: list[str] = field(default_factory=list)   # ids of other runs alive during the stage
     run_delay_s: float = 0.0     # time the stage's processes were runnable but waited for a CPU
-    gpu_shared_s: float = 0.0    # time it held the GPU while another run held it too
+    paused_s: float = 0.0        # time it was paused so another run could time alone (not charged)
     load_per_cpu: float = 0.0    # mean 1-minute load average per CPU during the stage
     cpus: int = 0
 
     @property
     def interference_s(self) -> float:
-        return self.run_delay_s + self.gpu_shared_s
+        """Time other work took from this stage and that still counted against its budget."""
+        return self.run_delay_s
 
 
 @dataclass
@@ -117,7 +123,7 @@ class StageResult:
     captures: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)       # case -> raw samples and derived prediction
     predicted_s: float | None = None
-    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode}, from the parent
+    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode: wait|pause}, by the parent
     contention: Contention = field(default_factory=Contention)
     reached: list[int] = field(default_factory=list)   # watched (edited) lines that executed
     evaluator: dict = field(default_factory=dict)      # the problem's own evaluator: its report lines
@@ -143,8 +149,9 @@ class StageResult:
         return cls(**d)
 
     def phase_s(self, prefix: str) -> float:
-        """Total seconds of closed and open phases whose name starts with prefix."""
-        return sum(p.end_s - p.start_s for p in self.phases if p.name.startswith(prefix))
+        """Total seconds of closed and open phases whose name starts with prefix (their own time: time
+        spent paused for another run's timing section is not theirs)."""
+        return sum(p.seconds for p in self.phases if p.name.startswith(prefix))
 
 
 class Role(str, enum.Enum):

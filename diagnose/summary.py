@@ -34,7 +34,7 @@ def first_call(st: StageResult) -> dict | None:
     ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
     if ph is None:
         return None
-    total = ph.end_s - ph.start_s
+    total = ph.seconds
     comp = sum((r.get("duration_us") or 0) / 1e6 for r in st.compile if r.get("phase") == ph.name)
     cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in st.captures
               if c.get("phase") == ph.name and c["origin"] == "outer")

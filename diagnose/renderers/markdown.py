@@ -205,8 +205,9 @@ def _stage_table(st: StageResult) -> list[str]:
         out += [code_span(st.message), ""]
     out += ["| phase | start s | end s | seconds |", "|---|---|---|---|"]
     for p in st.phases:
+        held = f" (+{p.held_s:.2f} paused for another run's timing)" if p.held_s >= 0.01 else ""
         out.append(f"| {p.name}{' (open)' if p.open else ''} | {p.start_s:.3f} | {p.end_s:.3f} | "
-                   f"{p.end_s - p.start_s:.3f} |")
+                   f"{p.seconds:.3f}{held} |")
     fc = summary.first_call(st)
     if fc and not fc["open"]:
         out += ["", f"First call `{fc['phase']}` took {fc['total_s']:.2f} s: {fc['compile_s']:.2f} s compiling, "

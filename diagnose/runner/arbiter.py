@@ -1,15 +1,15 @@
-"""GPU arbitration between overlapping runs: a first-come, first-served reader-writer lock per GPU,
-kept in the parent.
+"""A quiet machine for every timing section, kept by the parent.
 
-A child asks for the GPU over its event channel ("shared" for compiles, checks and first calls;
-"exclusive" for a timing section) and blocks until the parent answers on its reply pipe. Requests are
-granted strictly in arrival order: a shared request that arrives after a waiting exclusive one waits
-behind it, so a timing section never starves behind an endless stream of shared holders (a plain
-flock gives no such promise, and under load it did starve).
+When a run reaches a timing section it asks the parent over its event channel and blocks on its reply
+pipe. Requests are granted one at a time, in arrival order. Granting one pauses every other run
+registered on the same GPU (SIGSTOP to its process tree) until the section ends (SIGCONT): the timed
+kernel then has the GPU and the CPUs to itself, and no run ever waits behind another's long compile.
+(An earlier design let compiles hold the GPU "shared" and made timing wait for them: one 13 s
+import-time compile then stalled every run queued behind the timing request.)
 
-The parent, not the child, measures every wait, so a stage's deadline is extended by exactly the time
-its child spent queued, and a child cannot buy itself time by claiming it waited. It also measures, per
-owner, how long it held the GPU while another owner held it too: evidence that a phase shared the GPU.
+The parent, not the child, measures every wait and every pause, as intervals of wall-clock time. A
+stage's deadline moves by exactly the time its child was kept waiting or paused, so the child cannot buy
+itself time by claiming it waited; the stage's phase times are corrected the same way.
 """
 from __future__ import annotations
 
@@ -19,114 +19,123 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-SHARED, EXCLUSIVE = "shared", "exclusive"
+
+@dataclass
+class _Owner:
+    pause: Callable[[bool], None]            # pause(True) stops the owner's processes, pause(False) resumes
+    intervals: list[list] = field(default_factory=list)   # [start, end|None, kind]: kind wait | pause
+    paused_since: float | None = None
 
 
 @dataclass
 class _Request:
     owner: str
-    mode: str
     grant: Callable[[], None]
     asked: float = field(default_factory=time.time)
-    granted: float | None = None
-
-
-@dataclass
-class OwnerStats:
-    waits: list[dict] = field(default_factory=list)   # {start, seconds, mode}
-    pending_since: float | None = None                # asked and not yet granted
-    shared_s: float = 0.0                             # held while another owner held too
 
 
 class GpuArbiter:
     def __init__(self, name: str = "gpu0"):
         self.name = name
         self._lock = threading.Lock()
+        self._owners: dict[str, _Owner] = {}
+        self._retired: dict[str, _Owner] = {}   # owners that ended: their intervals are still asked for
         self._queue: collections.deque[_Request] = collections.deque()
-        self._held: list[_Request] = []
-        self._stats: dict[str, OwnerStats] = {}
-        self._last = time.time()
+        self._holder: _Request | None = None
 
-    # -- the protocol ------------------------------------------------------------------------------
-    def acquire(self, owner: str, mode: str, grant: Callable[[], None]) -> _Request:
-        """Queue a request; `grant()` is called (maybe from another thread) once it is granted."""
-        if mode not in (SHARED, EXCLUSIVE):
-            raise ValueError(f"lock mode {mode!r}")
-        req = _Request(owner, mode, grant)
+    # -- membership --------------------------------------------------------------------------------
+    def register(self, owner: str, pause: Callable[[bool], None]) -> None:
         with self._lock:
-            self._account()
-            self._stats.setdefault(owner, OwnerStats()).pending_since = req.asked
-            self._queue.append(req)
-            ready = self._pump()
-        for r in ready:
-            r.grant()
-        return req
-
-    def release(self, req: _Request) -> None:
-        with self._lock:
-            self._account()
-            if req in self._held:
-                self._held.remove(req)
-            elif req in self._queue:     # given up before it was granted
-                self._queue.remove(req)
-                self._stats[req.owner].pending_since = None
-            ready = self._pump()
-        for r in ready:
-            r.grant()
+            self._owners[owner] = o = _Owner(pause)
+            if self._holder is not None:     # a section is running: the newcomer waits until it ends
+                self._pause(o)
 
     def forget(self, owner: str) -> None:
-        """The owner's process is gone: drop whatever it held or asked for."""
+        """The owner's process is gone: drop whatever it held or asked for, and close its intervals."""
         with self._lock:
-            self._account()
-            self._held = [r for r in self._held if r.owner != owner]
             self._queue = collections.deque(r for r in self._queue if r.owner != owner)
-            if owner in self._stats:
-                self._stats[owner].pending_since = None
-            ready = self._pump()
-        for r in ready:
-            r.grant()
+            o = self._owners.pop(owner, None)
+            if o is not None:
+                now = time.time()
+                for iv in o.intervals:
+                    if iv[1] is None:
+                        iv[1] = now
+                self._retired[owner] = o
+            if self._holder is not None and self._holder.owner == owner:
+                self._end_section()
+        self._grant_next()
+
+    # -- the protocol --------------------------------------------------------------------------------
+    def acquire(self, owner: str, grant: Callable[[], None]) -> _Request:
+        req = _Request(owner, grant)
+        with self._lock:
+            self._queue.append(req)
+            o = self._owners.get(owner)
+            if o is not None:
+                o.intervals.append([req.asked, None, "wait"])
+        self._grant_next()
+        return req
+
+    def release(self, owner: str) -> None:
+        with self._lock:
+            if self._holder is not None and self._holder.owner == owner:
+                self._end_section()
+        self._grant_next()
 
     # -- what the parent learns ----------------------------------------------------------------------
-    def waited(self, owner: str, now: float | None = None) -> float:
-        """Seconds `owner` has spent queued so far, the current wait included."""
+    def intervals(self, owner: str, now: float | None = None) -> list[tuple[float, float, str]]:
+        """(start, end, kind) of every wait and pause of `owner`; open ones end at `now`."""
         now = now or time.time()
         with self._lock:
-            st = self._stats.get(owner)
-            if st is None:
-                return 0.0
-            return sum(w["seconds"] for w in st.waits) + (now - st.pending_since if st.pending_since else 0.0)
+            o = self._owners.get(owner) or self._retired.get(owner)
+            return [(a, b if b is not None else now, k) for a, b, k in (o.intervals if o else [])]
 
-    def stats(self, owner: str) -> OwnerStats:
+    def held_up(self, owner: str, now: float | None = None) -> float:
+        """Seconds `owner` was kept waiting or paused so far (overlaps counted once)."""
+        return union_seconds([(a, b) for a, b, _ in self.intervals(owner, now)])
+
+    # -- internals -----------------------------------------------------------------------------------
+    def _grant_next(self) -> None:
         with self._lock:
-            self._account()
-            return self._stats.get(owner, OwnerStats())
+            if self._holder is not None or not self._queue:
+                return
+            req = self._holder = self._queue.popleft()
+            now = time.time()
+            me = self._owners.get(req.owner)
+            if me is not None:
+                for iv in me.intervals:
+                    if iv[2] == "wait" and iv[1] is None:
+                        iv[1] = now
+            for name, o in self._owners.items():
+                if name != req.owner:
+                    self._pause(o)
+        req.grant()
 
-    # -- internals (under self._lock) ----------------------------------------------------------------
-    def _pump(self) -> list[_Request]:
-        ready = []
-        while self._queue:
-            head = self._queue[0]
-            if head.mode == EXCLUSIVE:
-                if self._held:
-                    break
-            elif any(r.mode == EXCLUSIVE for r in self._held):
-                break
-            self._queue.popleft()
-            head.granted = time.time()
-            st = self._stats[head.owner]
-            st.pending_since = None
-            st.waits.append({"start": head.asked, "seconds": round(head.granted - head.asked, 4), "mode": head.mode})
-            self._held.append(head)
-            ready.append(head)
-            if head.mode == EXCLUSIVE:
-                break
-        return ready
+    def _pause(self, o: _Owner) -> None:
+        if o.paused_since is None:
+            o.paused_since = time.time()
+            o.intervals.append([o.paused_since, None, "pause"])
+            o.pause(True)
 
-    def _account(self) -> None:
-        """Charge the time since the last change to every holder that shared the GPU with another."""
+    def _end_section(self) -> None:
+        self._holder = None
         now = time.time()
-        owners = {r.owner for r in self._held}
-        if len(owners) > 1:
-            for o in owners:
-                self._stats[o].shared_s += now - self._last
-        self._last = now
+        for o in self._owners.values():
+            if o.paused_since is not None:
+                o.pause(False)
+                o.paused_since = None
+                for iv in o.intervals:
+                    if iv[2] == "pause" and iv[1] is None:
+                        iv[1] = now
+
+
+def union_seconds(spans: list[tuple[float, float]]) -> float:
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total

@@ -36,6 +36,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "tamper": {"what": (str,)},
     "needs_gpu": {"reason": (str,)},
     "evaluator": {"key": (str,), "value": (str,)},
+    "gpu_quiet": {"waited_s": NUM, "quiet": (bool,)},
 }
 # Only the worker's own process may send these: they decide the stage's status.
 WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "tamper", "needs_gpu"}

@@ -3,8 +3,9 @@
 The child starts in a new session (its own process group) with stdin closed and stdout/stderr on pipes
 whose tails we keep (capped: a submission may print gigabytes). Its events come back on a pipe it
 inherited by descriptor (no path names it), read without ever blocking; every event is checked for
-shape, and one that is malformed is recorded as an anomaly, never trusted. GPU lock requests on that
-pipe go to the arbiter, and the deadline moves by exactly the time the parent kept the child waiting.
+shape, and one that is malformed is recorded as an anomaly, never trusted. Timing-section requests on
+that pipe go to the arbiter, which may also pause this child while another run times; the deadline moves
+by exactly the time the parent kept the child waiting or paused.
 
 While it runs we poll its whole process tree with psutil: peak RSS, CPU time, the time its processes
 waited for a CPU (run_delay in /proc/PID/schedstat), and every descendant we have ever seen, so that a
@@ -72,11 +73,12 @@ class ChildResult:
     survivors: list[int] = field(default_factory=list)
     max_procs: int = 0
     pid: int = 0
-    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode}
-    gpu_shared_s: float = 0.0
+    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode: wait | pause}
+    held_up: list[tuple[float, float]] = field(default_factory=list)   # absolute (start, end) of those
     run_delay_s: float = 0.0
     load_per_cpu: float = 0.0
     overlapped: list[str] = field(default_factory=list)
+    kernel_waits: str = ""             # when no Python stack came: each thread's kernel wait channel
 
 
 class _Tail(threading.Thread):
@@ -181,6 +183,19 @@ class _Tree:
             except (psutil.Error, ChildProcessError, OSError):
                 pass
 
+    def signal(self, pgid: int, sig: int) -> None:
+        """Stop or continue the whole run: its process group, and any tracked process that left it."""
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in list(self.procs.values()):
+            try:
+                if os.getpgid(p.pid) != pgid:
+                    p.send_signal(sig)
+            except (psutil.Error, OSError):
+                pass
+
     def kill_all(self, pgid: int) -> list[int]:
         """SIGKILL the group and every tracked process until none is left; return any survivors."""
         deadline = time.time() + 5.0
@@ -234,8 +249,9 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
     parser = EventParser(worker_pid=proc.pid)
     tree = _Tree(psutil.Process(proc.pid), marker)
-    held: dict[int, object] = {}
     overlapped: set[str] = set()
+    if arbiter:
+        arbiter.register(owner, lambda on: tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
     loads: list[float] = []
     cpus = os.cpu_count() or 1
 
@@ -247,13 +263,13 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
 
     def handle(ev: dict) -> None:
         if ev["k"] == "lock":
-            if arbiter is None or ev["pid"] != proc.pid:
-                parser.anomaly(f"a GPU lock request from pid {ev['pid']} that the parent did not offer")
+            if arbiter is None:
+                parser.anomaly("a timing-section request, though this run was offered no arbitration")
                 return
             if ev["op"] == "acquire":
-                held[ev["id"]] = arbiter.acquire(owner, ev["mode"], lambda i=ev["id"]: grant(i))
-            elif ev["id"] in held:
-                arbiter.release(held.pop(ev["id"]))
+                arbiter.acquire(owner, lambda i=ev["id"]: grant(i))
+            else:
+                arbiter.release(owner)
             return
         if on_event:
             on_event(ev)
@@ -291,9 +307,9 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             loads.append(os.getloadavg()[0] / cpus)
             if others is not None:
                 overlapped |= set(others())
-            waited = arbiter.waited(owner, now) if arbiter else 0.0
+            held_up = arbiter.held_up(owner, now) if arbiter else 0.0
             reason = None
-            if now - res.start_t - waited > limits.budget_s:
+            if now - res.start_t - held_up > limits.budget_s:
                 reason = "deadline"
             elif limits.max_rss_mb and res.peak_rss_mb > limits.max_rss_mb:
                 reason = "max_rss"
@@ -301,9 +317,12 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                 reason = "interrupted"
             if reason:
                 res.killed, res.kill_t = reason, now
-                _ask_for_stacks(proc, stacks_path)
+                dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"), None)
+                res.kernel_waits = _ask_for_stacks(proc, stacks_path, dump_tid if isinstance(dump_tid, int) else None)
                 break
         tree.measure()
+        if arbiter:      # before the kill: a section this child held ends, and its pauses close, now
+            arbiter.forget(owner)
         res.survivors = tree.kill_all(proc.pid)
         rc = proc.wait()
     finally:
@@ -325,16 +344,53 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     res.stdout_bytes, res.stderr_bytes = out.total, err.total
     res.events, res.anomalies = parser.events, parser.anomalies
     if arbiter:
-        st = arbiter.stats(owner)
-        res.lock_waits = [{"start_s": round(w["start"] - res.start_t, 4), "seconds": w["seconds"], "mode": w["mode"]}
-                          for w in st.waits if w["seconds"] > 0.005]
-        res.gpu_shared_s = round(st.shared_s, 3)
+        ivs = [(max(a, res.start_t), b, k) for a, b, k in arbiter.intervals(owner) if b - a > 0.005]
+        res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
+                          for a, b, k in ivs]
+        res.held_up = [(a, b) for a, b, _ in ivs]
     try:
         with open(stacks_path, encoding="utf-8", errors="replace") as fh:
             res.stacks = fh.read()[-64 * 1024:]
     except FileNotFoundError:
         pass
+    if not res.stacks.strip() and res.kernel_waits:
+        res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
     return res
+
+
+_TGKILL = {"x86_64": 234, "aarch64": 131}
+
+
+def _tgkill(pid: int, tid: int, sig: int) -> bool:
+    """Signal one thread of a process: the child's watchdog thread, which is always asleep and never
+    blocks the signal, so the request for stacks is answered even when the main thread is stuck inside
+    the GPU driver."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    fn = getattr(libc, "tgkill", None)
+    if fn is not None:
+        return fn(pid, tid, sig) == 0
+    nr = _TGKILL.get(os.uname().machine)
+    return nr is not None and libc.syscall(nr, pid, tid, sig) == 0
+
+
+def _kernel_waits(pid: int) -> str:
+    """Each thread's state and kernel wait channel: what little the kernel can say when Python cannot."""
+    lines = []
+    try:
+        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:32]:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
+                    stat = fh.read()
+                name = stat[stat.index("(") + 1: stat.rindex(")")]
+                state = stat.rsplit(")", 1)[1].split()[0]
+                with open(f"/proc/{pid}/task/{tid}/wchan") as fh:
+                    wchan = fh.read().strip() or "-"
+                lines.append(f"thread {tid} ({name}): state {state}, waiting in {wchan}")
+            except (OSError, ValueError):
+                continue
+    except OSError:
+        pass
+    return "\n".join(lines)
 
 
 def _signame(n: int) -> str:
@@ -344,13 +400,15 @@ def _signame(n: int) -> str:
         return f"signal {n}"
 
 
-def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str) -> None:
-    """SIGUSR1 -> the child's faulthandler writes all stacks; wait until the file stops growing."""
+def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str, dump_tid: int | None) -> str:
+    """SIGUSR1 to the child's watchdog thread -> faulthandler writes every thread's stack; wait until the
+    file stops growing. If nothing came, return what the kernel says each thread is waiting in."""
     try:
-        proc.send_signal(signal.SIGUSR1)
+        if not (dump_tid and _tgkill(proc.pid, dump_tid, signal.SIGUSR1)):
+            proc.send_signal(signal.SIGUSR1)
     except ProcessLookupError:
-        return
-    end, last = time.time() + STACK_GRACE_S, -1
+        return ""
+    end, last, size = time.time() + STACK_GRACE_S, -1, 0
     while time.time() < end and proc.poll() is None:
         time.sleep(0.1)
         try:
@@ -358,8 +416,9 @@ def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str) -> None:
         except OSError:
             size = 0
         if size and size == last:
-            return
+            return ""
         last = size
+    return "" if size else _kernel_waits(proc.pid)
 
 
 def python_argv(spec_path: str) -> list[str]:

@@ -10,6 +10,7 @@ import re
 
 from diagnose import harness
 from diagnose.runner import TOOL_ROOT
+from diagnose.runner.arbiter import union_seconds
 from diagnose.runner.isolate import ChildResult
 from diagnose.session import Contention, Phase, StageResult, Status
 
@@ -26,7 +27,11 @@ def tidy(text: str) -> str:
 _STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
-def _phases(events: list[dict], t0: float, t_last: float) -> list[Phase]:
+def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans)
+
+
+def _phases(events: list[dict], t0: float, t_last: float, held_up: list = ()) -> list[Phase]:
     out, stack = [], []
     for ev in events:
         if ev["k"] == "begin":
@@ -37,11 +42,13 @@ def _phases(events: list[dict], t0: float, t_last: float) -> list[Phase]:
                 name, start = stack.pop()
                 closed = name == ev["name"]
                 out.append(Phase(name, round(start - t0, 4), round(ev["t"] - t0, 4),
-                                 ok=closed and ev.get("ok", True)))
+                                 ok=closed and ev.get("ok", True),
+                                 held_s=round(_overlap(start, ev["t"], held_up), 4)))
                 if closed:
                     break
     for name, start in reversed(stack):
-        out.append(Phase(name, round(start - t0, 4), round(t_last - t0, 4), open=True, ok=False))
+        out.append(Phase(name, round(start - t0, 4), round(t_last - t0, 4), open=True, ok=False,
+                         held_s=round(_overlap(start, t_last, held_up), 4)))
     return sorted(out, key=lambda p: (p.start_s, -p.end_s))
 
 
@@ -144,18 +151,20 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                 f["file"] = tidy(f" {f.get('file', '')}").lstrip()
     t0 = child.start_t
     t_last = child.kill_t or (t0 + child.wall_s)
-    waits = round(sum(w["seconds"] for w in child.lock_waits), 4)
+    waits = round(union_seconds(child.held_up), 4)
     st = StageResult(name=name, status=Status.OK, wall_s=round(child.wall_s, 4), budget_s=budget_s,
                      charged_s=round(max(0.0, child.wall_s - waits), 4),
-                     phases=_phases(ev, t0, t_last), exit_code=child.exit_code, signal=child.signal,
+                     phases=_phases([e for e in ev if e["k"] in ("begin", "end")], t0, t_last, child.held_up),
+                     exit_code=child.exit_code, signal=child.signal,
                      killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
                      peak_rss_mb=round(child.peak_rss_mb, 1), processes=child.max_procs,
                      survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=tidy(child.stderr_tail),
                      stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=tidy(child.stacks),
                      lock_waits=child.lock_waits, anomalies=list(child.anomalies),
                      contention=Contention(overlapped=child.overlapped, run_delay_s=child.run_delay_s,
-                                           gpu_shared_s=child.gpu_shared_s, load_per_cpu=child.load_per_cpu,
-                                           cpus=os.cpu_count() or 0),
+                                           paused_s=round(sum(w["seconds"] for w in child.lock_waits
+                                                              if w["mode"] == "pause"), 3),
+                                           load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0),
                      events=ev)
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
@@ -257,6 +266,6 @@ def predict_stage(st: StageResult) -> None:
     if not st.timing:
         st.predicted_s = st.charged_s if st.status in (Status.OK, Status.AT_RISK) else None
         return
-    measured_loops = sum(p.end_s - p.start_s for p in st.phases if p.name.startswith("timing:"))
+    measured_loops = sum(p.seconds for p in st.phases if p.name.startswith("timing:"))
     predicted_loops = sum(t.get("predicted", {}).get("seconds", 0.0) for t in st.timing.values())
     st.predicted_s = round(st.charged_s - measured_loops + predicted_loops, 3)

@@ -1,8 +1,8 @@
-"""The child's side of GPU arbitration (the parent's side is runner/arbiter.py).
+"""The child's side of timing arbitration (the parent's side is runner/arbiter.py).
 
-Holds nest: only the outermost hold asks the parent, over the event channel, and then blocks on the
-reply pipe until the parent grants it. The parent times the wait itself; the child only uses its own
-measure to move its watchdog, so that waiting never counts against the stage's budget.
+A timing section asks the parent over the event channel, then blocks on the reply pipe until the parent
+grants it, having paused every other run. Holds nest: only the outermost one asks. The parent times the
+wait itself; the child only uses its own measure to move its watchdog.
 """
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ class GpuLock:
         return self.reply_fd is not None
 
     @contextlib.contextmanager
-    def hold(self, mode: str):
+    def exclusive(self):
         if not self.enabled or self.depth or os.getpid() != self.ch.pid:
             self.depth += 1
             try:
@@ -36,7 +36,7 @@ class GpuLock:
         self.n += 1
         lock_id = self.n
         t0 = time.time()
-        self.ch.emit("lock", op="acquire", mode=mode, id=lock_id)
+        self.ch.emit("lock", op="acquire", mode="exclusive", id=lock_id)
         self._wait_for(lock_id)
         waited = time.time() - t0
         self.waited_s += waited

@@ -13,6 +13,7 @@ import dataclasses
 import os
 import sys
 import threading
+import time
 
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
@@ -65,20 +66,34 @@ class Instruments:
         self._stop.set()
 
     # -- phases and GPU holds --------------------------------------------------------------------
+    def exclusive(self):
+        """The machine to ourselves: the parent pauses every other run until this ends."""
+        return self.lock.exclusive()
+
+    def gpu_quiet(self, max_wait_s: float = 3.0) -> None:
+        """Other runs are paused, but kernels they launched before the pause may still be running. Wait
+        until a tiny kernel comes back at idle latency (another context's kernel makes ours wait for a
+        time slice, milliseconds), and say how long that took and whether it never got quiet."""
+        if not self.cuda:
+            return
+        torch, x = self.torch, self.torch.empty(1, device="cuda")
+
+        def latency() -> float:
+            t = time.perf_counter()
+            x.add_(0)
+            torch.cuda.synchronize()
+            return time.perf_counter() - t
+        t0 = time.perf_counter()
+        while True:
+            lat = sorted(latency() for _ in range(5))[2]
+            if lat < 5e-4 or time.perf_counter() - t0 > max_wait_s:
+                break
+            time.sleep(0.02)
+        self.ch.emit("gpu_quiet", waited_s=round(time.perf_counter() - t0, 4), latency_us=round(lat * 1e6, 1),
+                     quiet=lat < 5e-4)
+
     @contextlib.contextmanager
     def phase(self, name: str, sync: bool = True, **fields):
-        # An outermost phase holds the GPU shared: a run that is timing holds it exclusively, so no
-        # other run's compiles, checks or first calls share the GPU with its timing loop.
-        outer = not self.ch.phases and not name.startswith("timing:")
-        with self.lock.hold("shared") if outer else contextlib.nullcontext():
-            with self._phase(name, sync, **fields):
-                yield
-
-    def exclusive(self):
-        return self.lock.hold("exclusive")
-
-    @contextlib.contextmanager
-    def _phase(self, name: str, sync: bool = True, **fields):
         self.ch.begin(name, **fields)
         ok = False
         try:

@@ -104,7 +104,7 @@ def main(spec_path: str) -> int:
                 ch.end("interpreter_exit", ok=True)
             ch.emit("exit_clean")
     atexit.register(clean_exit)   # first registered, so it runs last
-    ch.emit("worker_start", stage=spec["stage"])
+    ch.emit("worker_start", stage=spec["stage"], dump_tid=dog.native_id)
     sys.path.insert(0, os.getcwd())
 
     from diagnose.worker.instrument import Instruments  # noqa: E402 - after the guards are armed

@@ -189,6 +189,7 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
     max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.get("sample_seconds", 3.0))
     per_call, walls = [], []
     with ctx.ins.exclusive(), ctx.ins.phase(f"timing:{label}", case=label):
+        ctx.ins.gpu_quiet()
         flush = _Flush(ctx, label)
         case_t0 = time.perf_counter()
         while True:

@@ -58,8 +58,13 @@ class Watchdog(threading.Thread):
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
 
     def run(self) -> None:
+        last = time.monotonic()
         while True:
             time.sleep(0.25)
+            now = time.monotonic()
+            if now - last > 1.0:     # this process was stopped (paused for another run's timing): not ours
+                self.waited_s += now - last - 0.25
+            last = now
             if os.getppid() != self.ppid:
                 if self.root:
                     shutil.rmtree(self.root, ignore_errors=True)

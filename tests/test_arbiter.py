@@ -1,0 +1,66 @@
+"""Timing sections run alone: the parent pauses every other run meanwhile, and never charges it for that."""
+import threading
+import time
+
+from diagnose.harness import stage_budgets
+from diagnose.runner import Job
+from diagnose.runner.arbiter import GpuArbiter, union_seconds
+from diagnose.runner.stages import RunSettings, StageRunner
+from diagnose.session import Run, Status
+from diagnose.tasks.loader import load_task
+from tests.conftest import FIXTURES
+
+
+def test_a_section_pauses_the_others_in_arrival_order():
+    arb, log = GpuArbiter(), []
+    for name in "abc":
+        arb.register(name, lambda on, n=name: log.append((n, "stop" if on else "cont")))
+    granted = []
+    arb.acquire("a", lambda: granted.append("a"))
+    assert granted == ["a"] and sorted(log) == [("b", "stop"), ("c", "stop")]
+    arb.acquire("b", lambda: granted.append("b"))      # queued behind a, and still paused
+    time.sleep(0.2)
+    log.clear()
+    arb.release("a")
+    assert granted == ["a", "b"]
+    # between two sections everyone runs again for a moment; then all but the new holder are paused
+    last = {n: ev for n, ev in log}
+    assert last == {"a": "stop", "b": "cont", "c": "stop"}
+    arb.release("b")
+    assert 0.19 < arb.held_up("b") < 1.0             # paused, then queued: counted once
+    assert arb.held_up("a") < 0.05
+    arb.register("d", lambda on: log.append(("d", on)))
+    arb.acquire("c", lambda: granted.append("c"))
+    assert ("d", True) in log                          # a newcomer during a section is paused at once
+    arb.forget("c")                                   # the holder died: the others resume
+    assert ("d", False) in log
+    assert union_seconds([(0, 2), (1, 3), (5, 6)]) == 4
+
+
+def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():
+    """Run A times 50 slow calls per repeat (seconds alone on the machine); run B, started beside it, needs
+    about 7 s of a 12 s budget. B is paused while A times, and must still pass, charged only for its own time."""
+    task = load_task(None, "fp8-dual-gemm", small=True)
+    budgets = {**stage_budgets(60, {}), "test": 12.0}
+    settings = RunSettings(task=task, stages=["test", "benchmark"], budgets=budgets, sample_repeats=2,
+                           sample_seconds=0.5)
+    runner = StageRunner(settings, concurrent=True)
+    a, b = Run(id="a", probe=None), Run(id="b", probe=None)
+    stop = threading.Event()
+    ta = threading.Thread(target=runner.execute, args=(Job(a, (FIXTURES / "slow_calls.py").read_text(),
+                                                            ["benchmark"]), lambda r: None, stop))
+    ta.start()
+    time.sleep(4)    # A's imports, inputs and checks take a few seconds; then it times
+    try:
+        runner.execute(Job(b, (FIXTURES / "slow_first_call.py").read_text(), ["test"]), lambda r: None, stop)
+    finally:
+        ta.join()
+        runner.close()
+    st = b.stage("test")
+    paused = sum(w["seconds"] for w in st.lock_waits if w["mode"] == "pause")
+    assert a.outcome == Status.OK and b.outcome == Status.OK, (a.stages[0].message, st.message)
+    assert paused > 5.0, st.lock_waits                  # A's timing sections paused it for seconds
+    assert st.wall_s > 12.0 > st.charged_s              # more wall time than the budget, never charged for it
+    assert abs(st.charged_s - (st.wall_s - paused)) < 0.2
+    first_calls = [p for p in st.phases if p.name.startswith("first_call:")]
+    assert 4.0 < sum(p.seconds for p in first_calls) < 8.0      # its own 4.5 s of work, pauses taken out
