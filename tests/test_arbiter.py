@@ -44,14 +44,19 @@ def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():
     budgets = {**stage_budgets(60, {}), "test": 12.0}
     settings = RunSettings(task=task, stages=["test", "benchmark"], budgets=budgets, sample_repeats=2,
                            sample_seconds=0.5)
-    runner = StageRunner(settings, concurrent=True)
+    timing = threading.Event()
+
+    def watch(run, stage, ev):
+        if run.id == "a" and ev["k"] == "begin" and ev["name"].startswith("timing:"):
+            timing.set()
+    runner = StageRunner(settings, concurrent=True, on_event=watch)
     a, b = Run(id="a", probe=None), Run(id="b", probe=None)
     stop = threading.Event()
     ta = threading.Thread(target=runner.execute, args=(Job(a, (FIXTURES / "slow_calls.py").read_text(),
                                                             ["benchmark"]), lambda r: None, stop))
     ta.start()
-    time.sleep(4)    # A's imports, inputs and checks take a few seconds; then it times
     try:
+        assert timing.wait(120), "run A never reached its timing section"
         runner.execute(Job(b, (FIXTURES / "slow_first_call.py").read_text(), ["test"]), lambda r: None, stop)
     finally:
         ta.join()
