@@ -105,6 +105,15 @@ def failure_point(run: Run) -> tuple[int, str] | None:
     return [s.name for s in run.stages].index(st.name), st.name
 
 
+def _got_past(run: Run, bp: tuple[int, str] | None) -> bool:
+    """Did the run finish the stage where the baseline failed (or, for a healthy or at-risk baseline,
+    every stage it was given)?"""
+    done = {s.name for s in run.stages if s.status in (Status.OK, Status.AT_RISK)}
+    if bp is not None:
+        return bp[1] in done
+    return bool(run.stages) and all(s.status in (Status.OK, Status.AT_RISK) for s in run.stages)
+
+
 def broken_by_edit(run: Run) -> str | None:
     """The variant failed because the edit broke the program: an error type an edit makes, raised at an
     edited line or before the code could run. Returns the error, or None."""
@@ -129,6 +138,8 @@ def compare(session: Session, base: Run, run: Run) -> str:
     if run.exercised is False:
         return "unknown"
     bp, rp = failure_point(base), failure_point(run)
+    if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
+        return "unknown"
     if e.outcome in FAILURES:
         base_err = (base.failed_stage.exception or {}).get("type") if base.failed_stage else None
         err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
@@ -175,7 +186,7 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
     session.bisection = {"removers": list(removers), "minimal": [], "checked": False}
     if base is None or not _failing(session, base):
         return
-    fixing = _fixing_probes(session, base)
+    fixing = fixing_probes(session, base)
     if len(fixing) == 1 or not removers:
         session.bisection["minimal"] = fixing[:1]
         return
@@ -189,7 +200,7 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
             ddmin(ordered, lambda keep: fails(keep) is True, prefetch)
 
 
-def _fixing_probes(session: Session, base: Run) -> list[str]:
+def fixing_probes(session: Session, base: Run) -> list[str]:
     """Probes with a single toggle that fixes the failure alone, less those that fix it only bluntly by
     removing what another fixing suspect requires (compile off, beside dynamic=True)."""
     fixers = [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes
@@ -218,7 +229,7 @@ def conclude(session: Session) -> None:
         fixers = [r for r in singles if verdicts[r.id] in ("fixed", "moved") and BY_NAME[r.probe].INFO.fixes]
         # The search's combinations decide an interaction; a single fixing suspect decides itself (and
         # is recomputed here, as solo confirmations may have changed which singles fix it).
-        fixing = _fixing_probes(session, base)
+        fixing = fixing_probes(session, base)
         minimal = list(session.bisection.get("minimal") or []) if session.bisection.get("checked") else \
             (fixing if len(fixing) == 1 else [])
         if minimal:

@@ -230,16 +230,25 @@ class Engine:
             early = self.plan(None, needs_baseline=False)
             removers = self._removers(early)
             self._launch_plan(early)
-            if self.opts.bisect and len(removers) >= 2:   # the bisector will need it: start it now
-                self.fails_with([], removers, wait=False)
             self._record_plans(early)
             if not self._wait(self._states[base.id].done):
                 return self._finish()
             late = self.plan(base, needs_baseline=True)
             self._record_plans({**early, **late})
+            early_singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
             self._launch_plan(late)
             removers.update(self._removers(late))
             singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
+            if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
+                # Start the combinations the search will most likely ask for as soon as the early
+                # toggles have decided, rather than after every toggle: all suspects out, and only the
+                # ones that fix it alone kept in. The search reuses them when it asks the same.
+                if not self._wait_for(lambda: all(self._decided(r) for r in early_singles)):
+                    return self._finish()
+                self.fails_with([], removers, wait=False)
+                known = bisector.fixing_probes(s, base)
+                if len(known) >= 2:
+                    self.fails_with(known, removers, wait=False)
             if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
                 return self._finish()
             if self.opts.bisect:

@@ -2,8 +2,10 @@
 
 Jobs run lowest priority number first (ties in submission order). A solo job starts only when nothing
 else is running, and nothing else starts while it runs: that is how a time-based conclusion is
-confirmed on a machine with no other run of this diagnosis on it. Once `stop` is set, queued jobs are
-dropped (their futures are cancelled) and running ones are left to notice the stop themselves.
+confirmed on a machine with no other run of this diagnosis on it. Jobs of priority `background` or
+above never take the last `reserve` workers, so work that decides the verdict, submitted later, does
+not wait behind them (nothing is preempted: a running job keeps its worker). Once `stop` is set,
+queued jobs are dropped (their futures are cancelled) and running ones are left to notice it.
 """
 from __future__ import annotations
 
@@ -15,8 +17,11 @@ from typing import Callable
 
 
 class Scheduler:
-    def __init__(self, workers: int, stop: threading.Event):
+    def __init__(self, workers: int, stop: threading.Event, background: int = 3, reserve: int = 2):
         self.stop = stop
+        self.workers, self.background = max(1, workers), background
+        self.reserve = min(reserve, self.workers - 1)
+        self._running_bg = 0
         self._cv = threading.Condition()
         self._heap: list = []
         self._seq = itertools.count()
@@ -46,10 +51,12 @@ class Scheduler:
                     if self._closed:
                         return None
                 if self._heap and not self._solo:
-                    _, _, solo, _, _ = self._heap[0]
-                    if not solo or self._running == 0:
+                    prio, _, solo, _, _ = self._heap[0]
+                    bg_full = prio >= self.background and self._running_bg >= self.workers - self.reserve
+                    if (not solo or self._running == 0) and not bg_full:
                         item = heapq.heappop(self._heap)
                         self._running += 1
+                        self._running_bg += prio >= self.background
                         self._solo = solo
                         return item
                 self._cv.wait(0.2)
@@ -59,7 +66,7 @@ class Scheduler:
             item = self._next()
             if item is None:
                 return
-            _, _, solo, fn, fut = item
+            prio, _, solo, fn, fut = item
             if fut.set_running_or_notify_cancel():
                 try:
                     fut.set_result(fn())
@@ -67,6 +74,7 @@ class Scheduler:
                     fut.set_exception(e)
             with self._cv:
                 self._running -= 1
+                self._running_bg -= prio >= self.background
                 if solo:
                     self._solo = False
                 self._cv.notify_all()

@@ -174,7 +174,7 @@ class Run:
     variant: str | None = None  # unified diff against the submission, or None
     role: Role = Role.BASELINE
     switches: dict = field(default_factory=dict)
-    outcome: Status = Status.OK
+    outcome: Status = Status.INCOMPLETE    # until a stage has finished
     stages: list[StageResult] = field(default_factory=list)
     note: str = ""              # why the run stopped early, what it shares, ...
     source_sha: str = ""

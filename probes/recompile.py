@@ -45,10 +45,12 @@ def plan(ctx: PlanContext) -> Plan:
     if not recs and not failed_on_limit(ctx.baseline):
         return Plan(ABSENT, "the baseline run recompiled nothing", evidence={"recompiles": 0})
     if all(s.details["kw"].get("dynamic") is True for s in found):
-        return Plan(ABSENT, "every compile site is already dynamic=True", evidence={"recompiles": recs})
-    reasons = sorted({str(r["reason"]).splitlines()[0][:120] for r in recs if r["reason"]})
+        return Plan(ABSENT, "every compile site is already dynamic=True", evidence={"recompiles": len(recs)})
+    reasons = sorted({" ".join(str(r["reason"]).split())[:160] for r in recs if r["reason"]})
     why = f"{len(recs)} recompile(s) in the baseline" + (f"; reasons: {'; '.join(reasons[:3])}" if reasons else "")
     if failed_on_limit(ctx.baseline):
         why += "; the baseline hit the recompile limit"
+    # bounded: a recompile storm has thousands; the count and the first few say it
+    kept = [{**r, "reason": " ".join(str(r["reason"] or "").split())[:300]} for r in recs[:5]]
     return Plan(RUN, why, [Toggle(INFO.name, "dynamic=True", partial(set_kw, ordinal=None, kw="dynamic", value="True"),
-                                  removes=True)], evidence={"recompiles": recs})
+                                  removes=True)], evidence={"recompiles": len(recs), "first": kept})

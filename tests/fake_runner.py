@@ -10,6 +10,7 @@ import copy
 import threading
 import time
 
+from diagnose.runner.stages import outcome_of
 from diagnose.session import ENDS_RUN, StageResult, Status
 
 
@@ -39,12 +40,10 @@ class ScriptedRunner:
                 if not st.reached and not getattr(st, "scripted_unreached", False):
                     st.reached = list(job.watch)
                 run.stages.append(st)
+                run.outcome = outcome_of(run.stages)
                 if st.status in ENDS_RUN:
-                    run.outcome = st.status
                     order = list(planned)
                     run.stages += [StageResult(name=n, status=Status.SKIPPED) for n in order[order.index(name) + 1:]]
-                elif st.status == Status.AT_RISK and run.outcome == Status.OK:
-                    run.outcome = st.status
                 on_stage(run)
                 if st.status in ENDS_RUN:
                     break

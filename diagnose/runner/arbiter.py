@@ -10,6 +10,11 @@ import-time compile then stalled every run queued behind the timing request.)
 The parent, not the child, measures every wait and every pause, as intervals of wall-clock time. A
 stage's deadline moves by exactly the time its child was kept waiting or paused, so the child cannot buy
 itself time by claiming it waited; the stage's phase times are corrected the same way.
+
+A section may hold the machine for at most `max_section_s`: a timing loop that recompiles on every
+call would otherwise keep every other run paused until its own deadline. Past the bound the others
+resume, the section goes on but is recorded as "overrun" (its timing was not alone), and the next
+request is served.
 """
 from __future__ import annotations
 
@@ -35,8 +40,10 @@ class _Request:
 
 
 class GpuArbiter:
-    def __init__(self, name: str = "gpu0"):
+    def __init__(self, name: str = "gpu0", max_section_s: float = 15.0):
         self.name = name
+        self.max_section_s = max_section_s
+        self._section = 0
         self._lock = threading.Lock()
         self._owners: dict[str, _Owner] = {}
         self._retired: dict[str, _Owner] = {}   # owners that ended: their intervals are still asked for
@@ -80,6 +87,20 @@ class GpuArbiter:
         with self._lock:
             if self._holder is not None and self._holder.owner == owner:
                 self._end_section()
+            o = self._owners.get(owner)
+            for iv in (o.intervals if o else []):
+                if iv[2] == "overrun" and iv[1] is None:
+                    iv[1] = time.time()
+        self._grant_next()
+
+    def _overrun(self, section: int) -> None:
+        with self._lock:
+            if self._holder is None or self._section != section:
+                return
+            me = self._owners.get(self._holder.owner)
+            if me is not None:
+                me.intervals.append([time.time(), None, "overrun"])
+            self._end_section()
         self._grant_next()
 
     # -- what the parent learns ----------------------------------------------------------------------
@@ -92,7 +113,7 @@ class GpuArbiter:
 
     def held_up(self, owner: str, now: float | None = None) -> float:
         """Seconds `owner` was kept waiting or paused so far (overlaps counted once)."""
-        return union_seconds([(a, b) for a, b, _ in self.intervals(owner, now)])
+        return union_seconds([(a, b) for a, b, k in self.intervals(owner, now) if k != "overrun"])
 
     # -- internals -----------------------------------------------------------------------------------
     def _grant_next(self) -> None:
@@ -109,6 +130,10 @@ class GpuArbiter:
             for name, o in self._owners.items():
                 if name != req.owner:
                     self._pause(o)
+            self._section += 1
+            timer = threading.Timer(self.max_section_s, self._overrun, args=(self._section,))
+            timer.daemon = True
+            timer.start()
         req.grant()
 
     def _pause(self, o: _Owner) -> None:

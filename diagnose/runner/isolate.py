@@ -347,7 +347,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         ivs = [(max(a, res.start_t), b, k) for a, b, k in arbiter.intervals(owner) if b - a > 0.005]
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
-        res.held_up = [(a, b) for a, b, _ in ivs]
+        res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
     try:
         with open(stacks_path, encoding="utf-8", errors="replace") as fh:
             res.stacks = fh.read()[-64 * 1024:]

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from diagnose import harness
 from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.isolate import Limits, python_argv, run_child
@@ -75,7 +76,9 @@ class StageRunner:
                  on_event=None):
         self.settings = settings
         self.gpus = gpus or [None]
-        self.arbiters = {g: GpuArbiter(f"gpu{g or 0}") for g in self.gpus} if concurrent else {}
+        # a sampled timing section takes seconds; a full one up to the harness's 120 s per case
+        bound = harness.CASE_WALL_CAP_S + 15 if settings.depth == "full" else 15.0
+        self.arbiters = {g: GpuArbiter(f"gpu{g or 0}", bound) for g in self.gpus} if concurrent else {}
         self.on_event = on_event
         self._lock = threading.Lock()
         self._roots: dict[str, Path] = {}

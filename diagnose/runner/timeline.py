@@ -169,6 +169,11 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
     st.timing = _timing(ev)
+    overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits if w["mode"] == "overrun"]
+    for p in st.phases:    # a timing section that outlived its hold on the machine was not timed alone
+        case = p.name.split(":", 1)[1] if p.name.startswith("timing:") else None
+        if case in st.timing and _overlap(t0 + p.start_s, t0 + p.end_s, overruns) > 0:
+            st.timing[case]["alone"] = False
     st.reached = sorted({e["line"] for e in ev if e["k"] == "reached"})
     gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
     st.peak_gpu_mb = round(max(gpu), 1) if gpu else None

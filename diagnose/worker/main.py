@@ -1,10 +1,14 @@
-"""Child entry point: arm the guards, import torch, load the task, run one stage, then end the way
-`python3` ends.
+"""Child entry point: arm the guards, import torch, load the task, run one stage, then end the way the
+harness's process for that stage ends.
 
-The process exits through the interpreter's normal shutdown, as the harness's own process does: non-
-daemon threads are joined and atexit handlers run. The tool's atexit handler is registered first, so it
-runs last and marks a clean exit; a stage whose work finished but whose process never got there is a
-timeout in the phase `interpreter_exit`.
+- The compile step is `python3 submission.py`: the process exits through the interpreter's normal
+  shutdown, non-daemon threads are joined and atexit handlers run. The tool's atexit handler is
+  registered first, so it runs last and marks a clean exit; a step whose work finished but whose
+  process never got there is a timeout in the phase `interpreter_exit`.
+- The other stages of the built-in model follow the evaluator it models (GPU MODE's
+  eval_better_bench.py): the submission runs in a spawned pool worker, which the pool terminates when
+  the stage is done, so the submission's threads and atexit handlers never hold that stage up. The
+  worker ends the same way, at once, after saying so.
 
 Exit codes: 0 the stage finished (ok or wrong: see the stage_done event), 1 the submission raised,
 3 the worker itself failed before the stage could start.
@@ -152,6 +156,10 @@ def main(spec_path: str) -> int:
         return 1
     ins.stop()
     ch.emit("stage_done", status=status, t=time.time())
-    ch.begin("interpreter_exit")
     sys.stdout.flush()
+    sys.stderr.flush()
+    if spec["stage"] != "compile":
+        ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
+        os._exit(0)
+    ch.begin("interpreter_exit")
     return 0
