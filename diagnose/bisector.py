@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnose import evidence
+from diagnose import evidence, hotspots
 from diagnose.evidence import NOISE_ABS, NOISE_REL, effective
 from diagnose.measures import geomean, stage_seconds, steady_us
 from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Fix, FixCost, Inconclusive,
@@ -158,7 +158,9 @@ def compare(session: Session, base: Run, run: Run) -> str:
 
 
 def _singles(session: Session) -> list[Run]:
-    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME]
+    """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
+    active = {p["name"] for p in session.probes if p["state"] == "run"} if session.probes else set(BY_NAME)
+    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
 
 
 def _failing(session: Session, base: Run) -> bool:
@@ -234,7 +236,8 @@ def conclude(session: Session) -> None:
             (fixing if len(fixing) == 1 else [])
         if minimal:
             causes.append(_outcome_cause(session, base, minimal, fixers))
-        elif effective(session, base).outcome in FAILURES and any(v != "unknown" for v in verdicts.values()):
+        elif effective(session, base).outcome in FAILURES and (
+                not singles or any(v != "unknown" for v in verdicts.values())):
             causes.append(_unfixed_cause(session, base))
         causes += _time_savers(session, base, singles, verdicts, minimal)
     causes.sort(key=lambda c: (not c.changes_outcome, -max([v["saved_s"] for v in c.seconds_saved.values()
@@ -350,12 +353,43 @@ def _unfixed_cause(session: Session, base: Run) -> Cause:
         return Cause(rank=0, suspects=[moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
                      changes_outcome=False, evidence=[base.id, moved.id],
                      site=_site(session, moved.probe), confirmed=confirmed)
+    none = "no probe found a suspect to toggle" if not _singles(session) else \
+        "no probe toggle and no combination of them changed that"
+    hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
+    if hot:
+        hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
+        return Cause(rank=0, suspects=[], kind="hot_spot", confidence=conf, changes_outcome=False,
+                     narrative=f"The time goes here: {hotspots.describe(hot)}; {none}.",
+                     evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
-    kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status})"
+    if st.status == Status.WRONG:
+        ret = _return_line(session)
+        what = (f"custom_kernel returns a wrong result for {st.phase.split(':', 1)[-1] if st.phase else 'a case'} "
+                f"({st.message})")
+        site = site or ret
+        narrative = f"{what[0].upper()}{what[1:]}; {none}: the cause is in that code itself."
+    else:
+        kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status}: {st.message})"
+        narrative = (f"The submission {kind} at {where} in {st.name}/{st.phase}; {none}: the cause is in that "
+                     f"code itself.")
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
-                 narrative=f"The submission {kind} at {where} in {st.name}/{st.phase}; no probe toggle and no "
-                           f"combination of them changed that: the cause is in that code itself.",
-                 changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+                 narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
+
+def _return_line(session: Session) -> dict | None:
+    """Where custom_kernel returns its result (for a wrong result, the line that produced it)."""
+    import ast
+    try:
+        tree = ast.parse(session.submission.get("source") or "")
+    except (SyntaxError, RecursionError, ValueError):
+        return None
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel"), None)
+    ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return)] if fn else []
+    if not ret:
+        return None
+    from diagnose.summary import source_line
+    line = ret[-1].lineno
+    return {"file": session.submission.get("path"), "line": line, "code": source_line(session, line)}
 
 
 def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict, minimal: list[str]) -> list[Cause]:

@@ -27,7 +27,7 @@ from diagnose.session import ENDS_RUN, NO_EVIDENCE, Role, Run, Session, Status, 
 from diagnose.submission import Submission
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, PlanContext, Toggle
-from probes.cache import WARM
+from probes.base import WARM
 
 BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3
 
@@ -64,6 +64,7 @@ class Engine:
         self._ids = itertools.count()
         self._states: dict[str, _State] = {}
         self._by_key: dict[str, Run] = {}
+        self._launched: set[tuple] = set()
         self._changed = threading.Condition(self.lock)
         self.scan = scan_source(sub.source, sub.tree)
         self.sched: Scheduler | None = None
@@ -197,11 +198,14 @@ class Engine:
         return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)
 
     # -- planning --------------------------------------------------------------------------------------
-    def plan(self, baseline: Run | None, needs_baseline: bool) -> dict:
+    def plan(self, baseline: Run | None) -> dict:
+        """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
+        the source plan (they start with the baseline); after it, every probe plans again from what the
+        baseline did, and anything new it finds is launched then."""
         ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
         chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
         return {m.INFO.name: m.plan(ctx) for m in REGISTRY
-                if m.INFO.name in chosen and m.INFO.needs_baseline == needs_baseline}
+                if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)}
 
     def _launch_plan(self, plans: dict) -> None:
         for p in plans.values():
@@ -210,6 +214,10 @@ class Engine:
             for t in p.toggles:
                 source = t.apply(self.sub.source) if t.apply else self.sub.source
                 for rep in range(self.opts.repeat if t.apply else 1):
+                    key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
+                    if key in self._launched:      # planned again from the baseline's evidence: once is enough
+                        continue
+                    self._launched.add(key)
                     self.launch(Role.SINGLE if rep == 0 else Role.REPEAT, t.probe, t.label, source, t.switches, rep)
 
     def _record_plans(self, plans: dict) -> None:
@@ -227,17 +235,17 @@ class Engine:
             base = self.launch(Role.BASELINE, None, None, self.sub.source)
             for rep in range(1, self.opts.repeat):
                 self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
-            early = self.plan(None, needs_baseline=False)
+            early = self.plan(None)
             removers = self._removers(early)
             self._launch_plan(early)
             self._record_plans(early)
             if not self._wait(self._states[base.id].done):
                 return self._finish()
-            late = self.plan(base, needs_baseline=True)
-            self._record_plans({**early, **late})
+            late = self.plan(base)
+            self._record_plans(late)
             early_singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
-            self._launch_plan(late)
-            removers.update(self._removers(late))
+            self._launch_plan(late)       # identical variants are not run again
+            removers = self._removers(late)
             singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
             if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
                 # Start the combinations the search will most likely ask for as soon as the early

@@ -126,6 +126,11 @@ class StageResult:
     lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode: wait|pause}, by the parent
     contention: Contention = field(default_factory=Contention)
     reached: list[int] = field(default_factory=list)   # watched (edited) lines that executed
+    samples: dict = field(default_factory=dict)   # phase -> {lines, entries, module: {line: count}}; see hotspots
+    sample_interval_s: float = 0.0
+    sample_cost_s: float = 0.0                     # what sampling cost the child, measured by the child
+    loops: dict = field(default_factory=dict)      # phase -> {loop header line: iterations} (Python 3.12+)
+    compile_calls: list[dict] = field(default_factory=list)   # every torch.compile call, where and how
     evaluator: dict = field(default_factory=dict)      # the problem's own evaluator: its report lines
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)

@@ -20,6 +20,8 @@ from diagnose.scan import ScanResult, scan_source
 from diagnose.session import Run
 
 RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"
+# Runtime switches a toggle may ask for instead of a source edit (the runner applies them):
+WARM = "warm_cache"      # reuse the baseline's compile cache instead of a cold one
 
 
 @dataclass(frozen=True)

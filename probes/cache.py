@@ -5,12 +5,11 @@ The harness compiles cold in every fresh container, so a warm-cache win is evide
 """
 from __future__ import annotations
 
-from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.base import ABSENT, NOT_APPLICABLE, RUN, WARM, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("cache", "cold compile caches", "compile records of the baseline run",
                  "warm cache (reuse the baseline's)", describe="a cold compile cache", sites=("compile",),
                  needs_baseline=True, fixes=False, bisect=False)
-WARM = "warm_cache"
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import ast
 import textwrap
+from functools import partial
 
+from diagnose import observed
 from diagnose.edits import apply_edits
-from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",
                  "`with torch.cuda.graph(...)` blocks, capture_begin, make_graphed_callables, and the compiled "
@@ -57,9 +59,11 @@ class _diagnose_eager_graph:
 '''
 
 
-def _targets(source: str):
+def _targets(source: str, any_capture: bool = False):
+    """The `with torch.cuda.graph(g)` blocks to rewrite: those the scan sees reaching compiled code, or
+    every one when the run showed compiled code inside a capture that the scan could not follow."""
     return [s for s in sites(source, "capture") if s.details["kind"] == "graph_context"
-            and s.details["calls_compiled"] and s.details["graph_arg"]]
+            and (s.details["calls_compiled"] or any_capture) and s.details["graph_arg"]]
 
 
 def _after_imports(tree: ast.Module) -> int:
@@ -72,10 +76,10 @@ def _after_imports(tree: ast.Module) -> int:
     return last
 
 
-def capture_off(source: str) -> str:
+def capture_off(source: str, any_capture: bool = False) -> str:
     lines = source.splitlines()
     edits = []
-    for s in _targets(source):
+    for s in _targets(source, any_capture):
         d = s.details
         b0, b1 = d["body_lines"]
         body = textwrap.dedent("\n".join(lines[b0 - 1: b1]))
@@ -85,9 +89,9 @@ def capture_off(source: str) -> str:
     return apply_edits(source, edits)
 
 
-def uncompiled_inside(source: str) -> str:
+def uncompiled_inside(source: str, any_capture: bool = False) -> str:
     edits = []
-    for s in _targets(source):
+    for s in _targets(source, any_capture):
         for call in s.details["direct_compiled"]:
             sp = call["span"]
             text = source.splitlines()[sp[0] - 1].encode()[sp[1]:sp[3]].decode()
@@ -97,20 +101,31 @@ def uncompiled_inside(source: str) -> str:
 
 def plan(ctx: PlanContext) -> Plan:
     caps = ctx.scan.of("capture")
-    if not caps:
+    inside = observed.compiled_inside_capture(ctx.baseline)
+    if not ctx.gpu:
+        if caps:
+            return Plan(NOT_APPLICABLE, "CUDA graph capture needs a CUDA GPU, and this machine has none")
         return Plan(ABSENT, "no CUDA graph capture in the submission")
     around = [s for s in caps if s.details["calls_compiled"]]
-    if not around:
-        return Plan(ABSENT, "CUDA graph captures found, but none reaches a compiled function")
-    if not ctx.gpu:
-        return Plan(NOT_APPLICABLE, "CUDA graph capture needs a CUDA GPU, and this machine has none")
-    where = ", ".join(f"L{s.line} -> {', '.join(s.details['calls_compiled'])}" for s in around)
-    toggles = []
-    if _targets(ctx.source):
-        toggles.append(Toggle(INFO.name, "capture off", capture_off, removes=True))
-    if any(s.details.get("direct_compiled") for s in _targets(ctx.source)):
-        toggles.append(Toggle(INFO.name, "capture kept, compiled fn uncompiled inside", uncompiled_inside))
-    if not toggles:
-        return Plan(NOT_APPLICABLE, f"capture at {where} is not a `with torch.cuda.graph(g)` block this probe "
-                                    "can rewrite")
-    return Plan(RUN, f"capture around compiled functions at {where}", toggles)
+    if ctx.baseline is not None and not inside and not around:
+        n = observed.outer_captures(ctx.baseline)
+        return Plan(ABSENT, f"the baseline captured {n} CUDA graph(s), and no compiled code ran inside one"
+                    if n else "the baseline captured no CUDA graph")
+    if not around and not inside:
+        return Plan(ABSENT, "no CUDA graph capture reaches a compiled function" if caps else
+                    "no CUDA graph capture in the submission")
+    anyc = bool(inside) and not around
+    targets = _targets(ctx.source, anyc)
+    evidence = {"runtime": inside, "sites": [s.line for s in (around or caps)]}
+    where = ", ".join(f"L{s.line}" + (f" -> {', '.join(s.details['calls_compiled'])}" if s.details["calls_compiled"]
+                                      else "") for s in (around or targets))
+    if not targets:
+        return Plan(CANNOT_TOGGLE, f"compiled code ran inside a CUDA graph capture ({'; '.join(inside)[:200]}), but the "
+                                   f"capture is not a `with torch.cuda.graph(g)` block this probe can rewrite",
+                    evidence=evidence)
+    toggles = [Toggle(INFO.name, "capture off", partial(capture_off, any_capture=anyc), removes=True)]
+    if any(s.details.get("direct_compiled") for s in targets):
+        toggles.append(Toggle(INFO.name, "capture kept, compiled fn uncompiled inside",
+                              partial(uncompiled_inside, any_capture=anyc)))
+    why = f"capture around compiled code at {where}" + (" (seen in the run)" if inside else "")
+    return Plan(RUN, why, toggles, evidence=evidence)

@@ -1,50 +1,105 @@
 """import_init: does work done at import decide the outcome, and does deferring it remove the time or
 only move it? (The harness's compile step and every stage import the submission again.)
 
-Toggle: every module-level work statement moves, in order, into a run-once block at the top of
-custom_kernel.
+Present when the baseline's import spent real time in module-level statements: the sampler says which
+statement the import time belongs to (a trivial object built at import is not a suspect). Toggle: those
+statements move, in order, into a run-once block at the top of custom_kernel, together with every later
+module-level statement that uses what they bind (so `torch.compile(_epilogue)` moves with `_epilogue`).
 """
 from __future__ import annotations
 
 import ast
 import textwrap
+from functools import partial
 
+from diagnose import observed
 from diagnose.edits import apply_edits, line_span
-from diagnose.scan import scan_source
-from probes.base import ABSENT, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("import_init", "work done at import time",
-                 "module-level calls, instantiations whose __init__ works, loops (static scan)",
+                 "where the baseline's import time went, by module-level statement (the sampler)",
                  "defer to the first custom_kernel call", describe="work done at import", sites=("import_init",),
-                 moves_work=True)
+                 needs_baseline=True, moves_work=True)
 FLAG = "_diagnose_init_done"
+MIN_S, MIN_SHARE = 0.25, 0.10
 
 
-def defer(source: str) -> str:
-    scan = scan_source(source)
-    work = scan.of("import_init")
+def _bound(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    return {t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)}
+
+
+def _loads(node: ast.stmt) -> set[str]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        # a definition's body runs later; only its decorators, bases and defaults run at import
+        parts = list(node.decorator_list) + list(getattr(node, "bases", [])) + list(
+            getattr(getattr(node, "args", None), "defaults", []) or [])
+        return {n.id for p in parts for n in ast.walk(p) if isinstance(n, ast.Name)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def closure(tree: ast.Module, lines: set[int]) -> list[ast.stmt]:
+    """The statements at `lines`, and every later module-level statement that needs what they bind."""
+    moved, names = [], set()
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)) or (
+                isinstance(node, ast.FunctionDef) and node.name == "custom_kernel"):
+            continue
+        if node.lineno in lines or (names and _loads(node) & names):
+            moved.append(node)
+            names |= _bound(node)
+    return moved
+
+
+def defer(source: str, lines: tuple[int, ...]) -> str:
     tree = ast.parse(source)
+    work = closure(tree, set(lines))
     entry = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel")
-    lines = source.splitlines()
-    moved = "\n".join(textwrap.dedent("\n".join(lines[s.line - 1: s.end_line])) for s in work)
-    bound = sorted({b for s in work for b in s.details["bound"]})
+    src = source.splitlines()
+    first_line = lambda n: min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])  # noqa: E731
+    moved = "\n".join(textwrap.dedent("\n".join(src[first_line(n) - 1: n.end_lineno])) for n in work)
+    bound = sorted(set().union(*(_bound(n) for n in work)))
     first = entry.body[0]
     if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and len(entry.body) > 1:
         first = entry.body[1]   # keep the docstring first
     pad = " " * first.col_offset
     block = [f"{pad}global {', '.join([FLAG] + bound)}", f"{pad}if not {FLAG}:", f"{pad}    {FLAG} = True"]
     block += [f"{pad}    {x}" if x else "" for x in moved.splitlines()]
-    edits = [(line_span(s.line, s.end_line), "") for s in work]
-    edits[0] = (line_span(work[0].line, work[0].end_line), f"{FLAG} = False  # diagnose: work moved into custom_kernel\n")
+    edits = [(line_span(first_line(n), n.end_lineno), "") for n in work]
+    edits[0] = (line_span(first_line(work[0]), work[0].end_lineno),
+                f"{FLAG} = False  # diagnose: work moved into custom_kernel\n")
     edits.append(([first.lineno, 0, first.lineno, 0], "\n".join(block) + "\n"))
     return apply_edits(source, edits)
 
 
+def heavy(ctx: PlanContext) -> dict[int, float]:
+    """Module-level statements that took a real share of the baseline's import time."""
+    by_line = observed.import_time_by_statement(ctx.baseline)
+    total = sum(by_line.values())
+    return {ln: round(s, 2) for ln, s in by_line.items() if s >= MIN_S and s >= MIN_SHARE * total}
+
+
 def plan(ctx: PlanContext) -> Plan:
-    work = ctx.scan.of("import_init")
-    if not work:
-        return Plan(ABSENT, "no work at import")
+    if ctx.baseline is None:
+        return Plan(ABSENT, "decided from the baseline's import")
+    hot = heavy(ctx)
+    if not hot:
+        total = sum(observed.import_time_by_statement(ctx.baseline).values())
+        return Plan(ABSENT, f"the import spent {total:.2f} s in module-level statements; none is notable",
+                    evidence={"import_s": round(total, 2)})
     if not ctx.scan.entry_is_def:
         return Plan(NOT_APPLICABLE, "custom_kernel is not a plain function, so work cannot move into it")
-    where = ", ".join(f"L{s.line}" for s in work)
-    return Plan(RUN, f"import-time work at {where}", [Toggle(INFO.name, "defer import work", defer, removes=True)])
+    try:
+        tree = ast.parse(ctx.source)
+    except (SyntaxError, RecursionError):
+        return Plan(CANNOT_TOGGLE, "the source could not be parsed again")
+    stmts = {n.lineno: n for n in tree.body}
+    movable = {ln: s for ln, s in hot.items() if ln in stmts and not isinstance(stmts[ln], (ast.Import, ast.ImportFrom))}
+    if not movable:
+        return Plan(CANNOT_TOGGLE, f"import time at L{', L'.join(map(str, hot))} is spent importing modules, which "
+                                   f"this probe does not move", evidence={"seconds": hot})
+    where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(movable.items()))
+    return Plan(RUN, f"import-time work at {where}",
+                [Toggle(INFO.name, "defer import work", partial(defer, lines=tuple(sorted(movable))), removes=True)],
+                evidence={"seconds": movable})

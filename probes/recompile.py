@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import measures
+from diagnose import observed
 from diagnose.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
@@ -19,7 +19,7 @@ INFO = ProbeInfo("recompile", "recompiles per new shape or value",
 
 
 def recompiles(run) -> list[dict]:
-    return [{"stage": st.name, **r} for st in (run.stages if run else []) for r in measures.recompiles(st)]
+    return observed.recompile_records(run)
 
 
 def failed_on_limit(run) -> bool:

@@ -1,34 +1,82 @@
 """warmup: does the number of warmup iterations decide the outcome or the time?
 
-Toggles N -> 1 and N -> 3 on every warmup loop; the engine derives the seconds per iteration from the
-first-call and import times of the N, 3 and 1 runs.
+Present when the baseline repeated work before a shape's first result: a loop that holds a large share
+of a first call's (or the import's) samples, with its iterations counted where Python can count them;
+before the baseline has run, the static scan's warmup loops stand in. The toggle sets each such loop
+to 1 and to 3 repetitions, however its count is written: a literal, a constant, a config entry or an
+attribute (the `range(...)` at the loop is edited, not the constant, so nothing else changes), a
+counter bound, or an elapsed-time bound (which becomes 0: the loop is skipped).
 """
 from __future__ import annotations
 
 from functools import partial
 
+from diagnose import observed
 from diagnose.edits import apply_edits
-from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+from diagnose.scan import scan_source
+from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
-                 "`for _ in range(N)` loops running compiled or captured work (static scan)", "N -> 1 | N -> 3",
+                 "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
+                 "counts; before it has run, the static scan)", "N -> 1 | N -> 3",
                  describe="the warmup iteration count", sites=("warmup",))
 
 
-def set_count(source: str, n: int) -> str:
-    return apply_edits(source, [(s.details["count_span"], str(n)) for s in sites(source, "warmup")
-                                if s.details["count"] > n])
+def set_count(source: str, n: int, lines: tuple[int, ...]) -> str:
+    loops = scan_source(source).loops
+    edits = []
+    for line in lines:
+        lp = loops.get(line)
+        if lp is None or (isinstance(lp["count"], (int, float)) and lp["count"] <= n and lp["form"] != "time"):
+            continue
+        if lp["form"] == "time":
+            if n == 1:
+                edits.append((lp["count_span"], "0"))
+        elif lp["form"] == "range" and lp["start_text"] is not None:
+            edits.append((lp["count_span"], f"{lp['start_text']} + {n}"))
+        else:
+            edits.append((lp["count_span"], str(n)))
+    return apply_edits(source, edits)
+
+
+def _loops(ctx: PlanContext) -> tuple[dict[int, dict], list[str]]:
+    """Warmup loops to toggle, by header line, with what was seen of each; and runtime loops that no
+    edit can shorten."""
+    found = {s.line: {"count": s.details["count"], "count_text": s.details["count_text"], "from": "source"}
+             for s in ctx.scan.of("warmup")}
+    cannot = []
+    for w in observed.repeated_work(ctx.baseline, ctx.source) if ctx.baseline else []:
+        lp = ctx.scan.loops.get(w["line"])
+        if lp is None:
+            cannot.append(f"L{w['line']} ({w['seconds']:.1f} s of first calls): it iterates over data, not a count "
+                          f"this probe can set")
+            continue
+        found.setdefault(w["line"], {"count": lp["count"], "count_text": lp["count_text"]})
+        found[w["line"]].update({"from": "run", "seconds": round(w["seconds"], 2), "iterations": w["iterations"]})
+    return found, cannot
 
 
 def plan(ctx: PlanContext) -> Plan:
-    loops = ctx.scan.of("warmup")
-    if not loops:
-        return Plan(ABSENT, "no warmup loop around compiled or captured work")
-    top = max(s.details["count"] for s in loops)
-    toggles = [Toggle(INFO.name, f"warmup N->{n}", partial(set_count, n=n), removes=n == 1)
-               for n in (1, 3) if top > n]
+    found, cannot = _loops(ctx)
+    if ctx.baseline is not None:
+        ran = {ln: v for ln, v in found.items() if v["from"] == "run"}
+        if found and not ran and observed.loop_iterations(ctx.baseline) and not any(
+                observed.loop_iterations(ctx.baseline).get(ln) for ln in found):
+            return Plan(ABSENT, f"warmup loops at L{', L'.join(map(str, found))} never ran in the baseline",
+                        evidence={"loops": found})
+    if not found:
+        if cannot:
+            return Plan(CANNOT_TOGGLE, "; ".join(cannot))
+        return Plan(ABSENT, "no loop repeated kernel work before a first result")
+    lines = tuple(sorted(found))
+    counts = [v["count"] for v in found.values() if isinstance(v["count"], (int, float))]
+    timed = any(ctx.scan.loops.get(ln, {}).get("form") == "time" for ln in lines)
+    top = max(counts) if counts else None
+    toggles = [Toggle(INFO.name, f"warmup N->{n}", partial(set_count, n=n, lines=lines), removes=n == 1)
+               for n in (1, 3) if top is None or top > n or (timed and n == 1)]
     if not toggles:
-        return Plan(ABSENT, f"warmup loops already run {top} iteration(s) or fewer")
-    where = ", ".join(f"L{s.line} (N={s.details['count']})" for s in loops)
-    return Plan(RUN, f"warmup loops at {where}", toggles, evidence={"counts": {s.line: s.details["count"]
-                                                                              for s in loops}})
+        return Plan(ABSENT, f"warmup loops already run {top} iteration(s) or fewer", evidence={"loops": found})
+    where = ", ".join(f"L{ln} (N={v['count_text']}" + (f", {v['iterations']} iterations" if v.get("iterations") else "")
+                      + (f", {v['seconds']} s" if v.get("seconds") else "") + ")" for ln, v in sorted(found.items()))
+    return Plan(RUN, f"warmup loops at {where}", toggles,
+                evidence={"loops": found, "counts": {ln: v["count"] for ln, v in found.items()}})

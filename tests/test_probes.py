@@ -33,9 +33,10 @@ def test_registry_is_ordered_and_complete():
 
 def test_round9_every_toggle_is_valid_and_minimal():
     p = plans(ROUND9)
+    # import_init and cache are decided from the baseline's run: before it, they wait
     assert {n: pl.state for n, pl in p.items()} == {
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
-        "import_init": RUN, "cache": RUN}
+        "import_init": ABSENT, "cache": RUN}
     for name, pl in p.items():
         for t in pl.toggles:
             if not t.apply:
@@ -60,8 +61,11 @@ def test_round9_every_toggle_is_valid_and_minimal():
 def test_toggles_compose():
     p = plans(ROUND9)
     v = ROUND9
-    for name in ("graph_capture", "compile_mode", "fullgraph", "warmup", "import_init"):
+    for name in ("graph_capture", "compile_mode", "fullgraph", "warmup"):
         v = next(t for t in p[name].toggles if t.removes).apply(v)
+    cache_line = next(i for i, l in enumerate(ROUND9.splitlines(), 1) if l.startswith("_santos_cache ="))
+    v = defer(v, lines=(next(i for i, l in enumerate(v.splitlines(), 1) if l.startswith("_santos_cache =")),))
+    assert cache_line
     compile(v, "combined", "exec")
     r = scan_source(v)
     assert r.of("compile")[0].details["mode"] == "max-autotune-no-cudagraphs"
@@ -130,7 +134,7 @@ def test_import_init_defer_moves_work_into_the_first_call():
             """doc"""
             return (cache, data)
     ''')
-    v = defer(src)
+    v = defer(src, lines=(next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("cache =")),))
     ns = {}
     exec(compile(v, "variant", "exec"), ns)
     assert ns["calls"] == []                 # nothing at import
@@ -151,3 +155,65 @@ def test_every_probe_declares_its_info():
     for m in REGISTRY:
         assert m.INFO.name and m.INFO.suspect and m.INFO.finds and m.INFO.toggles
         assert BY_NAME[m.INFO.name] is m
+
+
+def test_deferring_moves_what_depends_on_the_moved_work():
+    """`torch.compile(_epilogue)` at module level uses `_epilogue`: it moves with it (no NameError)."""
+    src = textwrap.dedent('''
+        import torch
+
+        class ScaledSwiGLU(torch.nn.Module):
+            def forward(self, x):
+                return x * 2
+
+        _epilogue = ScaledSwiGLU()
+        _compiled = torch.compile(_epilogue, backend="eager")
+        CONST = 3
+
+        def custom_kernel(data):
+            return _compiled(data) + CONST
+    ''')
+    line = next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("_epilogue ="))
+    v = defer(src, lines=(line,))
+    assert "_compiled = torch.compile" not in v.split("def custom_kernel")[0]
+    assert "CONST = 3" in v.split("def custom_kernel")[0]        # untouched: it needs nothing moved
+    ns = {}
+    exec(compile(v, "variant", "exec"), ns)
+    assert ns["custom_kernel"](torch.ones(2)).tolist() == [5.0, 5.0]
+
+
+@pytest.mark.parametrize("loop,expect", [
+    ("for _ in range(WARMUP_ITERS):", "for _ in range(1):"),
+    ("for _ in range(CFG['warmup']):", "for _ in range(1):"),
+    ("for i in range(2, WARMUP_ITERS):", "for i in range(2, 2 + 1):"),
+    ("while n < WARMUP_ITERS:", "while n < 1:"),
+    ("while time.perf_counter() - t0 < 2.0:", "while time.perf_counter() - t0 < 0:"),
+])
+def test_warmup_counts_however_they_are_written(loop, expect):
+    from probes.warmup import set_count
+    src = textwrap.dedent(f'''
+        import time
+        import torch
+        WARMUP_ITERS = 20
+        CFG = {{"warmup": 20}}
+
+        def helper(x):
+            return torch.relu(x)
+
+        class K:
+            def run(self, x):
+                n, t0 = 0, time.perf_counter()
+                {loop}
+                    helper(x)
+                    n += 1
+                return helper(x)
+
+        def custom_kernel(data):
+            return K().run(data)
+    ''')
+    scan = scan_source(src)
+    (site,) = scan.of("warmup")
+    assert site.code == loop and site.details["function"] == "K.run"
+    v = set_count(src, 1, (site.line,))
+    assert expect in v
+    compile(v, "variant", "exec")

@@ -139,5 +139,5 @@ def test_import_work_classification():
         g = torch.compile(f)
     """)
     work = [(s.details["kind"], s.code) for s in r.of("import_init")]
-    assert work == [("assign", "busy = Busy()"), ("loop", "for i in range(3):")]
+    assert work == [("call", "busy = Busy()"), ("loop", "for i in range(3):")]
     assert r.of("import_init")[0].details["calls_compiled"] == ["f"]

@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from diagnose import summary
+from diagnose.renderers.markdown import cause_name
 from diagnose.session import Session, Status
 
 EXIT = {Status.OK: 0, Status.NEEDS_GPU: 3}     # everything else that finished: 1 (a problem was found)
@@ -31,8 +32,7 @@ def run_summary(session: Session, report_path: str, quiet: bool = False) -> list
     if v.note:
         out.append(f"  {escape(v.note)}")
     for c in session.causes[:3]:
-        out.append(f"  {c.rank}. [bold]{escape(' × '.join(c.suspects) or c.kind)}[/] ({c.confidence}): "
-                   f"{escape(c.narrative)}")
+        out.append(f"  {c.rank}. [bold]{escape(cause_name(c))}[/] ({c.confidence}): {escape(c.narrative)}")
     for c in session.cleared:
         out.append(f"  not the cause: {escape(c.probe)}" + ("" if c.confirmed else " (unconfirmed)"))
     for i in session.inconclusive:

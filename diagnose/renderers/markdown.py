@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose import summary
+from diagnose import hotspots, summary
 from diagnose.renderers.text import code_span, fence, fold_frames
 from diagnose.session import Role, Run, Session, StageResult, Status
 
@@ -26,6 +26,14 @@ def _name(run: Run) -> str:
     if run.role == Role.CONFIRM:
         return f"solo rerun of {run.confirms}"
     return f"{run.probe or 'all'}: {run.toggle}"
+
+
+KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs"}
+
+
+def cause_name(c) -> str:
+    return " × ".join(c.suspects) if c.suspects and c.kind == "mechanism" else \
+        (KINDS.get(c.kind, c.kind) + (f" ({' × '.join(c.suspects)})" if c.suspects else ""))
 
 
 def _at(site: dict | None) -> str:
@@ -47,8 +55,7 @@ def _head(s: Session) -> list[str]:
     out.append(f"- **Verdict:** {status}{unconf}{where}{site}{msg}.")
     if s.causes:
         top = s.causes[0]
-        out.append(f"- **Top cause:** {' × '.join(top.suspects) or top.kind} (confidence {top.confidence}). "
-                   f"{top.narrative}")
+        out.append(f"- **Top cause:** {cause_name(top)} (confidence {top.confidence}). {top.narrative}")
     else:
         out.append("- **Top cause:** " + _no_cause(s))
     if s.fix:
@@ -101,7 +108,7 @@ def _causes(s: Session) -> list[str]:
         where = _at(c.site)
         kind = "changes the outcome" if c.changes_outcome else "time only"
         conf = "" if c.confirmed else ", unconfirmed"
-        out += [f"{c.rank}. **{' × '.join(c.suspects) or c.kind}**{where} (confidence {c.confidence}; {kind}{conf})",
+        out += [f"{c.rank}. **{cause_name(c)}**{where} (confidence {c.confidence}; {kind}{conf})",
                 "", f"   {c.narrative}", ""]
         saved = [f"{k} {v['saved_s']:+.1f} s of {v['budget_s']:.0f} s (noise ±{v['noise_s']:.1f})"
                  for k, v in c.seconds_saved.items() if v["claimed"]]
@@ -118,6 +125,32 @@ def _causes(s: Session) -> list[str]:
         out += ["### Inconclusive", ""]
         out += [f"- `{i.probe}`: {i.reason}. Runs {', '.join(i.evidence)}." for i in s.inconclusive] + [""]
     return out
+
+
+def _where(s: Session) -> list[str]:
+    """Per failing or slow phase of the baseline: the hottest submission lines, from the sampler."""
+    base = s.baseline
+    todo = hotspots.phases_to_explain(base) if base else []
+    if not todo:
+        return []
+    out = ["## Where the time went", ""]
+    for st, phase in todo:
+        rows = hotspots.where(s, st, phase)
+        if not rows:
+            continue
+        p = next(x for x in st.phases if x.name == phase)
+        out += [f"`{st.name}` / `{phase}`: {p.seconds:.2f} s" + (" (still running when stopped)" if p.open else ""),
+                "", "| line | code | seconds | share | loop (iterations) |", "|---|---|---|---|---|"]
+        for r in rows:
+            loop = "" if not r["loop"] else f"L{r['loop']}" + (f" ({r['iterations']:,})" if r["iterations"] else "")
+            out.append(f"| L{r['line']} | {code_span(r['code'])} | {r['seconds']:.2f} | {r['share']:.0%} | {loop} |")
+        out.append("")
+    cost = sum(st.sample_cost_s for st in base.stages)
+    wall = sum(st.wall_s for st in base.stages)
+    interval = next((st.sample_interval_s for st in base.stages if st.sample_interval_s), 0.01)
+    out += [f"_Sampled every {interval * 1000:.0f} ms (never inside a timing section); sampling cost the child "
+            f"{cost:.2f} s of {wall:.1f} s. Loop iterations are counted on Python 3.12 and newer._", ""]
+    return out if len(out) > 3 else []
 
 
 def _fix(s: Session) -> list[str]:
@@ -317,7 +350,8 @@ def render(session: Session) -> str:
     s = session
     lines = _head(s)
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
-    for part in (_verdict, _causes, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile, _environment):
+    for part in (_verdict, _causes, _where, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile,
+                 _environment):
         lines += part(s)
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
     for n in s.notes:

@@ -24,6 +24,12 @@ def render(session: Session) -> str:
             for p in st.phases:
                 events.append({"ph": "X", "name": p.name, "pid": pid, "tid": tid, "ts": p.start_s * 1e6,
                                "dur": max(0.0, p.end_s - p.start_s) * 1e6, "args": {"open": p.open}})
+            t0 = st.events[0]["t"] if st.events else 0
+            for e in st.events:    # the sampler's raw samples: where the main thread was, as instants
+                if e["k"] == "samples":
+                    for t, phase, line in e.get("raw") or []:
+                        events.append({"ph": "i", "s": "t", "name": f"L{line}", "pid": pid, "tid": tid,
+                                       "ts": max(0.0, t - t0) * 1e6, "args": {"phase": phase}})
             for c in st.captures:
                 end = c["end_s"] if c["end_s"] is not None else st.wall_s
                 events.append({"ph": "X", "name": f"capture ({c['origin']})", "pid": pid, "tid": tid,

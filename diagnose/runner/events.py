@@ -37,6 +37,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "needs_gpu": {"reason": (str,)},
     "evaluator": {"key": (str,), "value": (str,)},
     "gpu_quiet": {"waited_s": NUM, "quiet": (bool,)},
+    "compile_call": {"caller_line": (int,)},
+    "inductor_config": {"settings": (dict,)},
+    "samples": {"phases": (dict,), "interval_s": NUM},
+    "loops": {"counts": (dict,)},
 }
 # Only the worker's own process may send these: they decide the stage's status.
 WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "tamper", "needs_gpu"}

@@ -41,6 +41,7 @@ class RunSettings:
     max_rss_mb: float | None = None
     keep: bool = False
     flush_bytes: int | None = None
+    sample: bool = True                    # the line sampler (off only to measure its own overhead)
     extra_env: dict = field(default_factory=dict)
 
 
@@ -143,7 +144,7 @@ class StageRunner:
         spec = {"submission": str(wd / "submission.py"), "stage": stage, "task": s.task.to_dict(),
                 "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
                 "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
-                "root": str(root), "watch": job.watch}
+                "root": str(root), "watch": job.watch, "sample": s.sample}
         spec_path = root / f"{stage}.spec.json"
         spec_path.write_text(json.dumps(spec))
 

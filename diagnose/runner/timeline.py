@@ -132,6 +132,31 @@ def _timing(events: list[dict]) -> dict:
     return out
 
 
+def _samples(st: StageResult, ev: list[dict]) -> None:
+    """Sum the sampler's and the loop counter's streamed deltas per phase; keep the compile calls."""
+    for e in ev:
+        if e["k"] == "samples":
+            st.sample_interval_s = e["interval_s"]
+            st.sample_cost_s = max(st.sample_cost_s, float(e.get("cost_s") or 0))
+            for phase, kinds in e["phases"].items():
+                if not isinstance(kinds, dict):
+                    continue
+                tgt = st.samples.setdefault(str(phase), {})
+                for kind, counts in kinds.items():
+                    if isinstance(counts, dict):
+                        c = tgt.setdefault(str(kind), {})
+                        for line, n in counts.items():
+                            if str(line).isdigit() and isinstance(n, int):
+                                c[str(line)] = c.get(str(line), 0) + n
+        elif e["k"] == "loops":
+            c = st.loops.setdefault(str(e.get("phase")), {})
+            for line, n in e["counts"].items():
+                if str(line).isdigit() and isinstance(n, int):
+                    c[str(line)] = c.get(str(line), 0) + n
+        elif e["k"] == "compile_call" and len(st.compile_calls) < 200:
+            st.compile_calls.append({k: v for k, v in e.items() if k not in ("k", "pid")})
+
+
 def _needs_gpu(ev: list[dict]) -> str | None:
     return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
 
@@ -175,6 +200,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         if case in st.timing and _overlap(t0 + p.start_s, t0 + p.end_s, overruns) > 0:
             st.timing[case]["alone"] = False
     st.reached = sorted({e["line"] for e in ev if e["k"] == "reached"})
+    _samples(st, ev)
     gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
     st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
     open_phases = [p for p in st.phases if p.open]

@@ -1,13 +1,23 @@
-"""Find the five suspects' sites in a submission's source, with file:line and the evidence.
+"""Locate every suspect's site (file:line) in a submission's source, without executing it.
 
-compile      torch.compile calls and decorators, with mode / fullgraph / dynamic / backend / options
-config       assignments to torch._dynamo.config / torch._inductor.config (and .patch calls)
-capture      outer CUDA graph captures: `with torch.cuda.graph(...)`, capture_begin, make_graphed_callables,
-             and which compiled functions they reach, directly or through helpers in this file
-warmup       `for _ in range(N)` loops that run compiled or captured work, or precede a capture
-import_init  work done at import: module-level calls, instantiations whose __init__ does work, loops
+Presence is decided from what the baseline run did (compile calls, captures, hot loops, where import
+time went); this scan locates the places a toggle edits, in whatever style the code is written:
 
-A decorated torch.compile is cheap at import (it compiles on first call); warming it up at import is not.
+compile      torch.compile as a decorator, a call anywhere (assigned, lazy inside custom_kernel, on a
+             module or a bound method), and model.compile(); with mode / fullgraph / dynamic / backend /
+             options, resolved through aliases
+config       writes to torch._dynamo.config / torch._inductor.config (and .patch calls), with the value
+capture      outer CUDA graph captures (`with torch.cuda.graph(...)`, capture_begin,
+             make_graphed_callables), and which compiled functions they reach, directly or through
+             helpers, methods, closures and nested functions in this file
+warmup       loops that repeat kernel work (torch calls, compiled functions, helpers that do either) and
+             whose results are thrown away: for-range loops with literal or named counts (constants,
+             config dicts, attributes), while loops on a counter or on elapsed time
+import_init  work done at import: module-level calls, instances whose __init__ works, comprehensions,
+             loops, module-level if blocks that do any of these
+
+Every site carries the source spans its toggles edit. A source the scan cannot read (too deeply
+nested for the parser) yields an empty result with the reason, never an exception.
 """
 from __future__ import annotations
 
@@ -21,6 +31,12 @@ CAPTURE_CTX = {"torch.cuda.graph", "torch.cuda.graphs.graph"}
 GRAPHED = {"torch.cuda.make_graphed_callables", "torch.cuda.graphs.make_graphed_callables"}
 CONFIG_PREFIXES = ("torch._dynamo.config", "torch._inductor.config")
 COMPILE_KWS = ("mode", "fullgraph", "dynamic", "backend", "options")
+TIME_FUNCS = {"time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "time.time_ns"}
+CHEAP_CALLS = {"dict", "list", "set", "tuple", "super", "object", "len", "int", "float", "str", "print",
+               "isinstance", "getattr", "setattr", "hasattr", "range", "enumerate", "zip", "min", "max", "sorted",
+               "defaultdict", "OrderedDict", "Lock", "RLock"}
+SETTINGS_CALLS = ("torch.manual_seed", "torch.set_", "torch.backends", "torch.use_deterministic", "torch._dynamo.config",
+                  "torch._inductor.config", "random.seed", "warnings.", "logging.", "os.environ")
 
 
 def span(node: ast.AST) -> list[int]:
@@ -44,9 +60,14 @@ class ScanResult:
     sites: list[Site]
     compiled: dict[str, int]          # compiled function name -> compile-site ordinal
     entry_is_def: bool
+    error: str = ""                   # why the source could not be scanned, if it could not
+    loops: dict[int, dict] = field(default_factory=dict)   # every counted loop, by header line
 
     def of(self, suspect: str) -> list[Site]:
         return [s for s in self.sites if s.suspect == suspect]
+
+    def at(self, line: int, suspect: str | None = None) -> list[Site]:
+        return [s for s in self.sites if s.line <= line <= s.end_line and (suspect is None or s.suspect == suspect)]
 
     def to_list(self) -> list[dict]:
         return [s.to_dict() for s in self.sites]
@@ -55,17 +76,19 @@ class ScanResult:
 def _literal(node: ast.AST):
     try:
         return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError):
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
         return None
 
 
 class _Functions(ast.NodeVisitor):
-    """Table of this file's functions ('f', 'Cls.m') and the names each one calls."""
+    """Table of this file's functions ('f', 'Cls.m', and nested defs under their bare name), which
+    names each one calls, and module-level constant assignments (for counts given by name)."""
 
     def __init__(self, tree: ast.Module):
         self.defs: dict[str, ast.AST] = {}
         self.classes: dict[str, ast.ClassDef] = {}
         self.cls: list[str] = []
+        self.depth = 0
         self.visit(tree)
         self.methods = {n.split(".")[1] for n in self.defs if "." in n}
 
@@ -76,9 +99,12 @@ class _Functions(ast.NodeVisitor):
         self.cls.pop()
 
     def visit_FunctionDef(self, node):
-        key = f"{self.cls[-1]}.{node.name}" if self.cls else node.name
+        key = f"{self.cls[-1]}.{node.name}" if self.cls and self.depth == 0 else node.name
         self.defs.setdefault(key, node)
+        self.defs.setdefault(node.name, node)        # a closure or nested helper is called by its bare name
+        self.depth += 1
         self.generic_visit(node)
+        self.depth -= 1
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
@@ -100,11 +126,17 @@ class _Functions(ast.NodeVisitor):
                     out |= {k for k in self.defs if k.endswith("." + f.attr)}
                 if isinstance(f.value, ast.Name):
                     out.add(f"{f.value.id}.{f.attr}")
+                out.add(f.attr)
+            # functions passed along (map(fn, ...), partial(fn)) are reached too
+            for a in n.args:
+                if isinstance(a, ast.Name) and a.id in self.defs:
+                    out.add(a.id)
         return out
 
 
 class Scanner:
     def __init__(self, source: str, tree: ast.Module):
+        self.source = source
         self.lines = source.splitlines()
         self.tree = tree
         self.alias = Aliases(tree)
@@ -115,10 +147,50 @@ class Scanner:
         for parent in ast.walk(tree):
             for child in ast.iter_child_nodes(parent):
                 self._parents[child] = parent
+        self.constants = self._constants()
 
     # -- helpers -----------------------------------------------------------------------------------
     def code(self, line: int) -> str:
         return self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
+
+    def _constants(self) -> dict[str, object]:
+        """Module-level NAME = literal assignments, and class-level ones as 'Cls.NAME'."""
+        out = {}
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and len(node.targets) == 1:
+                parent = self._parents.get(node)
+                t = node.targets[0]
+                val = _literal(node.value)
+                if val is None:
+                    continue
+                if isinstance(parent, ast.Module) and isinstance(t, ast.Name):
+                    out[t.id] = val
+                elif isinstance(parent, ast.ClassDef) and isinstance(t, ast.Name):
+                    out[f"{parent.name}.{t.id}"] = val
+                    out[f"self.{t.id}"] = val
+                elif isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.setdefault(f"self.{t.attr}", val)
+        return out
+
+    def value_of(self, node: ast.AST):
+        """A count written as a literal, a constant's name, CFG['key'], CFG.get('key', d) or self.attr."""
+        lit = _literal(node)
+        if lit is not None:
+            return lit
+        if isinstance(node, ast.Name):
+            return self.constants.get(node.id)
+        if isinstance(node, ast.Attribute):
+            return self.constants.get(ast.unparse(node))
+        if isinstance(node, ast.Subscript):
+            base = self.value_of(node.value)
+            key = _literal(node.slice)
+            if isinstance(base, dict):
+                return base.get(key)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
+            base = self.value_of(node.func.value)
+            if isinstance(base, dict) and node.args:
+                return base.get(_literal(node.args[0]), _literal(node.args[1]) if len(node.args) > 1 else None)
+        return None
 
     def enclosing(self, node: ast.AST) -> tuple[str | None, str | None]:
         """(function key, class name) of the innermost def around node."""
@@ -134,62 +206,102 @@ class Scanner:
             return f"{cls}.{fn}", cls
         return fn, cls
 
-    def reaches_compiled(self, node: ast.AST, owner: str | None) -> list[str]:
-        """Compiled functions this node calls, directly or through helpers defined in this file."""
+    def reaches(self, node: ast.AST, owner: str | None, want) -> list[str]:
+        """Names this node calls, directly or through helpers, methods and closures defined in this
+        file, for which want(name) holds."""
         seen, todo, hits = set(), list(self.funcs.callees(node, owner)), set()
         while todo:
             k = todo.pop()
             if k in seen:
                 continue
             seen.add(k)
-            if k in self.compiled:
+            if want(k):
                 hits.add(k)
             if k in self.funcs.defs:
                 todo += self.funcs.callees(self.funcs.defs[k], k.split(".")[0] if "." in k else owner)
         return sorted(hits)
 
+    def reaches_compiled(self, node: ast.AST, owner: str | None) -> list[str]:
+        return self.reaches(node, owner, lambda k: k in self.compiled)
+
+    def does_kernel_work(self, node: ast.AST, owner: str | None) -> bool:
+        """Does this code call torch (or a compiled function, or a helper that does)?"""
+        def torch_call(n):
+            return isinstance(n, ast.Call) and (self.alias.qualname(n.func) or "").startswith("torch.")
+        if any(torch_call(n) for n in ast.walk(node)) or self.reaches_compiled(node, owner):
+            return True
+        return bool(self.reaches(node, owner, lambda k: k in self.funcs.defs and any(
+            torch_call(n) for n in ast.walk(self.funcs.defs[k]))))
+
     # -- compile -----------------------------------------------------------------------------------
-    def _compile_details(self, call: ast.Call | None, kind: str, target: str, wrapped: str | None,
+    def _kws(self, call: ast.Call | None, d: dict) -> None:
+        d["kw"], d["kw_spans"] = {}, {}
+        if call is None:
+            return
+        for kw in call.keywords:
+            if kw.arg in COMPILE_KWS:
+                val = _literal(kw.value)
+                d["kw"][kw.arg] = val if val is not None or isinstance(kw.value, ast.Constant) else \
+                    ast.get_source_segment(self.source, kw.value)
+                d["kw_spans"][kw.arg] = span(kw.value)
+
+    def _compile_details(self, call: ast.Call | None, kind: str, target: str | None, wrapped: str | None,
                          node: ast.AST) -> dict:
-        d = {"kind": kind, "target": target, "wrapped": wrapped, "span": span(node), "bare": call is None,
-             "kw": {}, "kw_spans": {}}
+        d = {"kind": kind, "target": target, "wrapped": wrapped, "span": span(node), "bare": call is None}
         if call is not None:
             d["call_span"] = span(call)
-            for kw in call.keywords:
-                if kw.arg in COMPILE_KWS:
-                    val = _literal(kw.value)
-                    d["kw"][kw.arg] = val if val is not None or isinstance(kw.value, ast.Constant) else \
-                        ast.get_source_segment("\n".join(self.lines), kw.value)
-                    d["kw_spans"][kw.arg] = span(kw.value)
-        d["mode"] = d["kw"].get("mode") or "default"
+        self._kws(call, d)
+        opts = d["kw"].get("options") if isinstance(d["kw"].get("options"), dict) else {}
+        d["options"] = opts
+        mode = d["kw"].get("mode") or "default"
+        # options that amount to a mode: max_autotune, and CUDA graphs (what reduce-overhead adds)
+        d["records_graphs"] = mode in ("reduce-overhead", "max-autotune") or bool(opts.get("triton.cudagraphs"))
+        d["autotunes"] = "max-autotune" in mode or bool(opts.get("max_autotune"))
+        d["mode"] = mode
         d["fullgraph"] = d["kw"].get("fullgraph", False)
         return d
 
     def find_compile(self) -> None:
+        decorators = set()
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 for dec in node.decorator_list:
                     call = dec if isinstance(dec, ast.Call) else None
                     if self.alias.qualname(call.func if call else dec) == COMPILE:
+                        decorators.add(id(dec))
                         owner, _ = self.enclosing(node)
                         name = node.name if not owner else f"{owner.split('.')[0]}.{node.name}"
                         self._add_compile(self._compile_details(call, "decorator", name, None, dec), dec)
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                call = node.value
-                if self.alias.qualname(call.func) == COMPILE and len(node.targets) == 1:
-                    t = node.targets[0]
-                    target = t.id if isinstance(t, ast.Name) else ast.unparse(t)
-                    wrapped = ast.unparse(call.args[0]) if call.args else None
-                    d = self._compile_details(call, "call", target, wrapped, call)
-                    d["arg_span"] = span(call.args[0]) if call.args else None
-                    self._add_compile(d, node)
+        for node in ast.walk(self.tree):
+            if not isinstance(node, ast.Call) or id(node) in decorators:
+                continue
+            q = self.alias.qualname(node.func)
+            parent = self._parents.get(node)
+            if q == COMPILE and node.args:
+                target = None
+                if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+                    target = ast.unparse(parent.targets[0])
+                d = self._compile_details(node, "call", target, ast.unparse(node.args[0]), node)
+                d["arg_span"] = span(node.args[0])
+                self._add_compile(d, parent if isinstance(parent, ast.Assign) else node)
+            elif (isinstance(node.func, ast.Attribute) and node.func.attr == "compile" and q is None
+                  and (set(k.arg for k in node.keywords) & set(COMPILE_KWS) or not node.args)
+                  and isinstance(parent, ast.Expr)):
+                # model.compile(...): nn.Module's own compile (re.compile and friends resolve to a module)
+                d = self._compile_details(node, "module_method", ast.unparse(node.func.value), None, node)
+                d["stmt_span"] = span(parent)
+                self._add_compile(d, parent)
 
     def _add_compile(self, d: dict, node: ast.AST) -> None:
-        d["ordinal"] = len(self.compiled)
-        self.compiled[d["target"]] = d["ordinal"]
-        # a method compiled as self.f is called as self.f(): index it under its bare name as well
-        if "." in d["target"]:
-            self.compiled.setdefault(d["target"].split(".")[-1], d["ordinal"])
+        d["ordinal"] = len([s for s in self.sites if s.suspect == "compile"])
+        target = d.get("target") or d.get("wrapped")
+        if target:
+            self.compiled[target] = d["ordinal"]
+            # self.f = torch.compile(...) is called as self.f(); index the bare name as well
+            if "." in target:
+                self.compiled.setdefault(target.split(".")[-1], d["ordinal"])
+        if d.get("wrapped") and d.get("target"):
+            self.compiled.setdefault(d["wrapped"].split(".")[-1], d["ordinal"])
         self.sites.append(Site("compile", node.lineno, node.end_lineno, self.code(node.lineno), d))
 
     def find_config(self) -> None:
@@ -202,10 +314,27 @@ class Scanner:
             for t in targets:
                 q = self.alias.qualname(t)
                 if q and q.startswith(CONFIG_PREFIXES):
-                    self.sites.append(Site("config", node.lineno, node.end_lineno, self.code(node.lineno),
-                                           {"setting": q}))
+                    d = {"setting": q, "value": _literal(node.value) if isinstance(node, ast.Assign) else None,
+                         "value_span": span(node.value) if isinstance(node, ast.Assign) else None}
+                    self.sites.append(Site("config", node.lineno, node.end_lineno, self.code(node.lineno), d))
 
     # -- capture -----------------------------------------------------------------------------------
+    def _direct(self, body: ast.AST) -> list[dict]:
+        """Calls to compiled functions written inside a capture block itself."""
+        out = []
+        for c in ast.walk(body):
+            if not isinstance(c, ast.Call):
+                continue
+            f = c.func
+            if isinstance(f, ast.Name) and f.id in self.compiled:
+                out.append({"name": f.id, "span": span(f)})
+            elif isinstance(f, ast.Attribute) and ast.unparse(f) in self.compiled:
+                out.append({"name": ast.unparse(f), "span": span(f)})
+            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
+                    and f.attr in self.compiled:
+                out.append({"name": f.attr, "span": span(f)})
+        return out
+
     def find_capture(self) -> None:
         for node in ast.walk(self.tree):
             if isinstance(node, (ast.With, ast.AsyncWith)):
@@ -214,20 +343,13 @@ class Scanner:
                     if isinstance(ce, ast.Call) and self.alias.qualname(ce.func) in CAPTURE_CTX:
                         fn, cls = self.enclosing(node)
                         body = ast.Module(body=node.body, type_ignores=[])
-                        direct = [{"name": c.func.id, "span": span(c.func)} for c in ast.walk(body)
-                                  if isinstance(c, ast.Call) and isinstance(c.func, ast.Name)
-                                  and c.func.id in self.compiled]
-                        direct += [{"name": c.func.attr, "span": span(c.func)} for c in ast.walk(body)
-                                   if isinstance(c, ast.Call) and isinstance(c.func, ast.Attribute)
-                                   and isinstance(c.func.value, ast.Name) and c.func.value.id == "self"
-                                   and c.func.attr in self.compiled]
                         d = {"kind": "graph_context", "function": fn, "with_span": span(node),
                              "item_span": span(ce), "n_items": len(node.items),
                              "body_lines": [node.body[0].lineno, node.body[-1].end_lineno],
                              "graph_arg": ast.unparse(ce.args[0]) if ce.args else None,
                              "assigned": sorted({t.id for s in ast.walk(body) if isinstance(s, ast.Assign)
                                                  for t in s.targets if isinstance(t, ast.Name)}),
-                             "calls_compiled": self.reaches_compiled(body, cls), "direct_compiled": direct}
+                             "calls_compiled": self.reaches_compiled(body, cls), "direct_compiled": self._direct(body)}
                         self.sites.append(Site("capture", node.lineno, node.end_lineno, self.code(node.lineno), d))
             elif isinstance(node, ast.Call):
                 q = self.alias.qualname(node.func)
@@ -244,63 +366,102 @@ class Scanner:
                     self.sites.append(Site("capture", node.lineno, node.end_lineno, self.code(node.lineno), d))
 
     # -- warmup loops --------------------------------------------------------------------------------
+    def _loop_count(self, node: ast.AST) -> dict | None:
+        """How a loop's repetitions are set, and the span a toggle edits: a range() count, a counter bound,
+        or an elapsed-time bound. None for a loop over data (not a repetition)."""
+        if isinstance(node, (ast.For, ast.AsyncFor)):
+            it = node.iter
+            if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
+                    and 1 <= len(it.args) <= 2):
+                return None
+            stop = it.args[-1]
+            count = self.value_of(stop)
+            if len(it.args) == 2 and isinstance(count, int):
+                start = self.value_of(it.args[0])
+                count = count - start if isinstance(start, int) else None
+            return {"form": "range", "count": count if isinstance(count, int) else None, "count_span": span(stop),
+                    "count_text": ast.unparse(stop), "start_text": ast.unparse(it.args[0]) if len(it.args) == 2 else None,
+                    "discards": isinstance(node.target, ast.Name) and (node.target.id.startswith("_") or not any(
+                        isinstance(n, ast.Name) and n.id == node.target.id and isinstance(n.ctx, ast.Load)
+                        for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))))}
+        if isinstance(node, ast.While) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
+                and isinstance(node.test.ops[0], (ast.Lt, ast.LtE)):
+            left, bound = node.test.left, node.test.comparators[0]
+            timed = any(isinstance(n, ast.Call) and self.alias.qualname(n.func) in TIME_FUNCS for n in ast.walk(left))
+            value = self.value_of(bound)
+            return {"form": "time" if timed else "counter", "count": value if isinstance(value, (int, float)) else None,
+                    "count_span": span(bound), "count_text": ast.unparse(bound), "start_text": None, "discards": True}
+        return None
+
     def find_warmup(self) -> None:
         captures = self.of("capture")
+        self.loops: dict[int, dict] = {}
         for node in ast.walk(self.tree):
-            if not (isinstance(node, ast.For) and isinstance(node.iter, ast.Call)
-                    and isinstance(node.iter.func, ast.Name) and node.iter.func.id == "range"
-                    and len(node.iter.args) == 1):
+            if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
                 continue
-            count = _literal(node.iter.args[0])
-            if not isinstance(count, int):
+            count = self._loop_count(node)
+            if count is None:
                 continue
+            self.loops[node.lineno] = {**count, "end_line": node.end_lineno}
             fn, cls = self.enclosing(node)
             body = ast.Module(body=node.body, type_ignores=[])
-            compiled = self.reaches_compiled(body, cls)
             before_capture = any(c.details.get("function") == fn and c.line > node.lineno for c in captures)
-            if not compiled and not before_capture:
+            if not (count["discards"] or before_capture) or not self.does_kernel_work(body, cls):
                 continue
             self.sites.append(Site("warmup", node.lineno, node.end_lineno, self.code(node.lineno), {
-                "count": count, "count_span": span(node.iter.args[0]), "function": fn,
-                "calls_compiled": compiled, "before_capture": before_capture}))
+                **count, "function": fn, "calls_compiled": self.reaches_compiled(body, cls),
+                "before_capture": before_capture}))
 
     # -- import-time work ----------------------------------------------------------------------------
     def _init_does_work(self, cls_name: str) -> bool:
         init = self.funcs.defs.get(f"{cls_name}.__init__")
         if init is None:
             return False
-        cheap = {"dict", "list", "set", "tuple", "super", "object", "len", "int", "float", "str"}
-        calls = self.funcs.callees(init, cls_name) - cheap
-        return any(not c.startswith("super.") for c in calls)
+        calls = self.funcs.callees(init, cls_name) - CHEAP_CALLS
+        return any(not c.startswith("super.") for c in calls) or any(
+            isinstance(n, (ast.For, ast.While, ast.ListComp, ast.DictComp, ast.SetComp)) for n in ast.walk(init))
+
+    def _statement_work(self, node: ast.AST) -> str | None:
+        """What kind of work a module-level statement does at import, or None for a definition or a
+        setting (a seed, a flag, a config write)."""
+        if isinstance(node, (ast.For, ast.While)):
+            return "loop"
+        if isinstance(node, ast.If):
+            return "if" if any(self._statement_work(n) for n in node.body + node.orelse) else None
+        value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
+        if value is None:
+            return None
+        calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
+        comps = [n for n in ast.walk(value) if isinstance(n, (ast.ListComp, ast.DictComp, ast.SetComp,
+                                                                ast.GeneratorExp))]
+        if comps and calls:
+            return "comprehension"
+        for c in calls:
+            q = self.alias.qualname(c.func) or ""
+            name = c.func.id if isinstance(c.func, ast.Name) else None
+            if q == COMPILE or q.startswith(SETTINGS_CALLS) or (name and name in CHEAP_CALLS):
+                continue
+            if name and name in self.funcs.classes and not self._init_does_work(name):
+                continue
+            if isinstance(c.func, ast.Attribute) and c.func.attr in ("compile", "register", "setdefault", "append",
+                                                                       "get", "items", "keys", "values", "join"):
+                continue
+            return "call"
+        return None
 
     def find_import_work(self) -> None:
         for node in self.tree.body:
-            kind, calls, bound = None, [], []
-            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
-                q = self.alias.qualname(node.value.func) or ""
-                if q.startswith("torch.") and not q.startswith("torch.compile"):
-                    continue  # torch.manual_seed, torch.set_float32_matmul_precision: settings, not work
-                if isinstance(node.value.func, ast.Name) and node.value.func.id in ("print",):
-                    continue
-                kind, calls = "call", [ast.unparse(node.value.func)]
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
-                f = node.value.func
-                if self.alias.qualname(f) == COMPILE:
-                    continue  # compiling is lazy: the cost is paid at the first call
-                name = f.id if isinstance(f, ast.Name) else None
-                if name and (name in self.funcs.defs or (name in self.funcs.classes and self._init_does_work(name))):
-                    kind, calls = "assign", [name]
-                    bound = [t.id for t in node.targets if isinstance(t, ast.Name)]
-            elif isinstance(node, (ast.For, ast.While)):
-                kind = "loop"
-                bound = sorted({t.id for t in ast.walk(node) if isinstance(t, ast.Name)
-                                and isinstance(t.ctx, ast.Store)})
+            kind = self._statement_work(node)
             if kind is None:
                 continue
-            body = node if kind != "assign" else node.value
-            compiled = self.reaches_compiled(body, None)
+            if isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                bound = [t.id for t in targets if isinstance(t, ast.Name)]
+            else:
+                bound = sorted({t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)})
             self.sites.append(Site("import_init", node.lineno, node.end_lineno, self.code(node.lineno), {
-                "kind": kind, "calls": calls, "bound": bound, "calls_compiled": compiled,
+                "kind": kind, "bound": bound, "calls_compiled": self.reaches_compiled(node, None),
+                "uses": sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}),
                 "span": span(node)}))
 
     def of(self, suspect: str) -> list[Site]:
@@ -308,13 +469,18 @@ class Scanner:
 
 
 def scan_source(source: str, tree: ast.Module | None = None) -> ScanResult:
-    tree = tree or ast.parse(source)
-    s = Scanner(source, tree)
-    s.find_compile()
-    s.find_config()
-    s.find_capture()
-    s.find_warmup()
-    s.find_import_work()
-    entry = any(isinstance(n, ast.FunctionDef) and n.name == "custom_kernel" for n in tree.body)
+    try:
+        tree = tree or ast.parse(source)
+        s = Scanner(source, tree)
+        s.find_compile()
+        s.find_config()
+        s.find_capture()
+        s.find_warmup()
+        s.find_import_work()
+    except (RecursionError, MemoryError, SyntaxError, ValueError) as e:
+        return ScanResult(sites=[], compiled={}, entry_is_def=False,
+                          error=f"could not scan the source ({type(e).__name__}); suspects are decided from the "
+                                f"runs alone, and no source toggle is made")
+    entry = any(isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name == "custom_kernel" for n in tree.body)
     s.sites.sort(key=lambda x: (x.line, x.suspect))
-    return ScanResult(sites=s.sites, compiled=s.compiled, entry_is_def=entry)
+    return ScanResult(sites=s.sites, compiled=s.compiled, entry_is_def=entry, loops=s.loops)

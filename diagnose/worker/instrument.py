@@ -16,8 +16,10 @@ import threading
 import time
 
 from diagnose.worker.channel import Channel
+from diagnose.worker.compile_calls import CompileRecorder
 from diagnose.worker.gpu_lock import GpuLock
 from diagnose.worker.lines import LineTracker
+from diagnose.worker.sampler import LoopCounter, Sampler, loop_lines
 
 # Microsecond fields of a compile record, and the name we report each under.
 _US_FIELDS = {
@@ -50,11 +52,18 @@ def _record_dict(rec) -> dict:
 
 
 class Instruments:
-    def __init__(self, ch: Channel, torch_mod, submission_path: str, lock: GpuLock, watch: list[int] = ()):
+    def __init__(self, ch: Channel, torch_mod, submission_path: str, lock: GpuLock, watch: list[int] = (),
+                 sample: bool = True):
         self.ch, self.torch, self.lock = ch, torch_mod, lock
         self.submission_path = os.path.realpath(submission_path)
         self.cuda = torch_mod.cuda.is_available()
         self.lines = LineTracker(ch, submission_path, list(watch))
+        self.loops = LoopCounter(ch)
+        self.compiles = CompileRecorder(ch, torch_mod)
+        self.compiles.install()
+        self.sampler = Sampler(ch, submission_path, threading.main_thread().ident) if sample else None
+        if self.sampler:
+            self.sampler.start()
         self._seen_metrics = 0
         self._metrics_lock = threading.Lock()
         self._capture_depth = 0
@@ -64,6 +73,15 @@ class Instruments:
 
     def stop(self) -> None:
         self._stop.set()
+        if self.sampler:
+            self.sampler.stop()
+            self.sampler.join(2.0)
+        self.loops.flush(None)
+
+    def instrument(self, code, source: str) -> None:
+        """A submission's code object, before it runs: watch its edited lines and count its loops."""
+        self.lines.instrument(code)
+        self.loops.instrument(code, loop_lines(source))
 
     # -- phases and GPU holds --------------------------------------------------------------------
     def exclusive(self):
@@ -107,6 +125,7 @@ class Instruments:
                 with contextlib.suppress(Exception):
                     extra["gpu_peak_mb"] = self.torch.cuda.max_memory_allocated() / 2**20
             self.flush_metrics(name)
+            self.loops.flush(name)
             self.ch.end(name, ok=ok, **extra)
 
     # -- compile metrics ---------------------------------------------------------------------------
@@ -124,6 +143,8 @@ class Instruments:
                 recs = list(get_compilation_metrics())
             except Exception:  # noqa: BLE001 - no dynamo here, or the deque moved while read: next time
                 return
+            if len(recs) > self._seen_metrics:
+                self.compiles.snapshot_config()
             for rec in recs[self._seen_metrics:]:
                 self.ch.emit("compile", phase=phase, **_record_dict(rec))
             if len(recs) > self._seen_metrics:

@@ -119,7 +119,8 @@ def main(spec_path: str) -> int:
         ch.begin("torch_import")
         import torch
         ch.end("torch_import")
-        ins = Instruments(ch, torch, spec["submission"], lock, watch=spec.get("watch") or [])
+        ins = Instruments(ch, torch, spec["submission"], lock, watch=spec.get("watch") or [],
+                          sample=spec.get("sample", True))
         with ins.phase("device_init"):
             if ins.cuda:
                 torch.cuda.init()

@@ -34,9 +34,10 @@ class Ctx:
 def _code(path: str, ctx: Ctx | None):
     """Compile a file ourselves, so the edited lines of a variant can be watched before it runs."""
     with open(path, "rb") as fh:
-        code = compile(fh.read(), path, "exec", dont_inherit=True)
+        raw = fh.read()
+    code = compile(raw, path, "exec", dont_inherit=True)
     if ctx is not None:
-        ctx.ins.lines.instrument(code)
+        ctx.ins.instrument(code, raw.decode("utf-8", "replace"))
     return code
 
 
