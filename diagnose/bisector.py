@@ -167,9 +167,14 @@ def _failing(session: Session, base: Run) -> bool:
     return effective(session, base).outcome in FAILURES + (Status.AT_RISK,)
 
 
-def _toggle_rank(run: Run) -> int:
-    t = next((t for t in BY_NAME[run.probe].INFO.ranks if t in (run.toggle or "")), None)
-    return BY_NAME[run.probe].INFO.ranks[t] if t else 1
+def toggle_rank(t) -> int:
+    """How specific a toggle (or a run of one) is: its probe's rank for the fragment its label holds."""
+    ranks = BY_NAME[t.probe].INFO.ranks
+    frag = next((f for f in ranks if f in (getattr(t, "toggle", None) or getattr(t, "label", "") or "")), None)
+    return ranks[frag] if frag else 1
+
+
+_toggle_rank = toggle_rank
 
 
 # -- search ---------------------------------------------------------------------------------------------
@@ -192,7 +197,7 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
     if len(fixing) == 1 or not removers:
         session.bisection["minimal"] = fixing[:1]
         return
-    ordered = sorted(removers, key=ORDER.index)
+    ordered = sorted(set(removers) - subsumed(session, base), key=ORDER.index)
     known = [p for p in fixing if p in ordered]
     if prefetch:
         prefetch([ordered, [], known] if known else [ordered, []])
@@ -202,15 +207,23 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
             ddmin(ordered, lambda keep: fails(keep) is True, prefetch)
 
 
-def fixing_probes(session: Session, base: Run) -> list[str]:
-    """Probes with a single toggle that fixes the failure alone, less those that fix it only bluntly by
-    removing what another fixing suspect requires (compile off, beside dynamic=True)."""
-    fixers = [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes
-              and compare(session, base, r) in ("fixed", "moved")]
+def _fixers(session: Session, base: Run) -> list[Run]:
+    return [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) in ("fixed", "moved")]
+
+
+def subsumed(session: Session, base: Run) -> set[str]:
+    """Probes that fix the failure only bluntly (compile off) by removing what another fixing suspect
+    requires (recompiles, fullgraph and captures around compiled code all need a compile): the other
+    suspect names the cause, and the blunt toggle is an alternative fix."""
+    fixers = _fixers(session, base)
     probes = {r.probe for r in fixers}
     blunt = {p for p in probes if all(_toggle_rank(r) == 0 for r in fixers if r.probe == p)}
-    subsumed = {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
-    return sorted(probes - subsumed, key=ORDER.index)
+    return {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
+
+
+def fixing_probes(session: Session, base: Run) -> list[str]:
+    """Probes with a single toggle that fixes the failure alone, less the subsumed ones."""
+    return sorted({r.probe for r in _fixers(session, base)} - subsumed(session, base), key=ORDER.index)
 
 
 # -- conclusions ------------------------------------------------------------------------------------------

@@ -149,6 +149,7 @@ def run(
     keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
     sample_repeats: int = typer.Option(10, "--sample-repeats", help="Timed repeats per benchmark case when predicting."),
     small: Optional[bool] = typer.Option(None, "--small/--full-shapes", help="Shape set (default: small without a GPU)."),
+    no_sample: bool = typer.Option(False, "--no-sample", help="Turn off the line sampler (to measure its own cost)."),
 ):
     """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
     from diagnose.engine import Engine, Options
@@ -160,6 +161,7 @@ def run(
             raise BadInput("--repeat and --jobs must be at least 1, --sample-repeats at least 2")
         sub, gpu, settings = _prepare(submission, problem, task, budget, stages, full, max_rss, keep,
                                       sample_repeats, small, compile_budget)
+        settings.sample = not no_sample
         names = None
         if probes is not None:
             names = [p.strip() for p in probes.split(",") if p.strip()]

@@ -65,6 +65,8 @@ class Engine:
         self._states: dict[str, _State] = {}
         self._by_key: dict[str, Run] = {}
         self._launched: set[tuple] = set()
+        self._held: list = []                      # LATER stages queued before every toggle was launched
+        self._all_launched = threading.Event()
         self._changed = threading.Condition(self.lock)
         self.scan = scan_source(sub.source, sub.tree)
         self.sched: Scheduler | None = None
@@ -149,8 +151,23 @@ class Engine:
         st.next += 1
         solo = run.role == Role.CONFIRM
         job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, cache_from=st.cache_from, solo=solo)
-        fut = self.sched.submit(lambda: self._execute(st, job), self._priority(st, stage), solo=solo)
+        prio = self._priority(st, stage)
+        with self.lock:
+            if prio >= LATER and not self._all_launched.is_set():
+                self._held.append((st, job, prio))   # verdict first: these wait for the last toggles' launch
+                return
+        self._submit(st, job, prio)
+
+    def _submit(self, st: _State, job: Job, prio: int) -> None:
+        fut = self.sched.submit(lambda: self._execute(st, job), prio, solo=job.solo)
         fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
+
+    def _release_held(self) -> None:
+        with self.lock:
+            self._all_launched.set()
+            held, self._held = self._held, []
+        for st, job, prio in held:
+            self._submit(st, job, prio)
 
     def _cancelled(self, st: _State) -> None:
         st.run.note = st.run.note or "stopped: the diagnosis was interrupted"
@@ -233,6 +250,8 @@ class Engine:
         self.sched = Scheduler(self.opts.jobs, self.stop)
         try:
             base = self.launch(Role.BASELINE, None, None, self.sub.source)
+            if self.opts.probes == []:
+                self._all_launched.set()
             for rep in range(1, self.opts.repeat):
                 self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
             early = self.plan(None)
@@ -240,11 +259,13 @@ class Engine:
             self._launch_plan(early)
             self._record_plans(early)
             if not self._wait(self._states[base.id].done):
+                self._release_held()
                 return self._finish()
             late = self.plan(base)
             self._record_plans(late)
             early_singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
             self._launch_plan(late)       # identical variants are not run again
+            self._release_held()
             removers = self._removers(late)
             singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
             if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
@@ -321,6 +342,10 @@ class Engine:
         """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
         stages up to the one that failed: they tell. None when the run cannot tell (see bisector.compare)."""
         source = self.sub.source
+        # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
+        # would take the recompiles or the fullgraph failure away with it)
+        keep = list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
+                             if r in removers and r not in keep and bisector.toggle_rank(removers[r]) == 0]
         removed = [n for n in removers if n not in keep]
         for n in removed:
             source = removers[n].apply(source)

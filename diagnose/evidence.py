@@ -27,6 +27,13 @@ def noise_floor(seconds: float) -> float:
     return max(NOISE_ABS, NOISE_REL * seconds)
 
 
+def judged_seconds(st: StageResult) -> float:
+    """The time a stage's status rests on: the prediction where it sets the status (on a GPU), else the
+    charged time. On a CPU a prediction is shown but never judged against a budget."""
+    on_gpu = any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
+    return st.predicted_s if st.predicted_s is not None and on_gpu else st.charged_s
+
+
 def doubt(st: StageResult) -> str | None:
     """Why this stage's time-based status might not hold on a quiet machine, or None."""
     c = st.contention
@@ -41,7 +48,7 @@ def doubt(st: StageResult) -> str | None:
             return f"{st.name} is predicted {st.predicted_s:.1f} s, within the noise of its {st.budget_s:g} s budget"
         return None
     if st.status == Status.OK and st.budget_s:
-        margin = st.budget_s - st.seconds
+        margin = st.budget_s - judged_seconds(st)
         if margin <= floor:
             return f"{st.name} passed with only {margin:.1f} s to spare of {st.budget_s:g} s"
     return None

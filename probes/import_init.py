@@ -94,11 +94,13 @@ def plan(ctx: PlanContext) -> Plan:
         tree = ast.parse(ctx.source)
     except (SyntaxError, RecursionError):
         return Plan(CANNOT_TOGGLE, "the source could not be parsed again")
-    stmts = {n.lineno: n for n in tree.body}
-    movable = {ln: s for ln, s in hot.items() if ln in stmts and not isinstance(stmts[ln], (ast.Import, ast.ImportFrom))}
+    work = {s.line for s in ctx.scan.of("import_init")}
+    movable = {ln: s for ln, s in hot.items() if ln in work}
+    other = {ln: s for ln, s in hot.items() if ln not in work}
     if not movable:
-        return Plan(CANNOT_TOGGLE, f"import time at L{', L'.join(map(str, hot))} is spent importing modules, which "
-                                   f"this probe does not move", evidence={"seconds": hot})
+        where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(other.items()))
+        return Plan(ABSENT, f"the import time went to definitions, settings or imports ({where}): loading libraries, "
+                            f"not work this submission does at import", evidence={"seconds": hot})
     where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(movable.items()))
     return Plan(RUN, f"import-time work at {where}",
                 [Toggle(INFO.name, "defer import work", partial(defer, lines=tuple(sorted(movable))), removes=True)],

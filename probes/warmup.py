@@ -47,6 +47,8 @@ def _loops(ctx: PlanContext) -> tuple[dict[int, dict], list[str]]:
     cannot = []
     for w in observed.repeated_work(ctx.baseline, ctx.source) if ctx.baseline else []:
         lp = ctx.scan.loops.get(w["line"])
+        if lp is not None and not lp["kernel_work"]:
+            continue      # a hot loop that repeats no kernel work is not a warmup (see the hot spot)
         if lp is None:
             cannot.append(f"L{w['line']} ({w['seconds']:.1f} s of first calls): it iterates over data, not a count "
                           f"this probe can set")

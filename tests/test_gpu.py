@@ -64,6 +64,19 @@ def test_recompile_storm_names_the_recompile_cause_and_charges_no_lock_waits(tmp
                 assert st["charged_s"] >= 60.0 - 0.5, (r["id"], st["charged_s"], waits)
 
 
+GPU_CORPUS = ["capture_closure_method.py", "reduce_overhead_capture.py", "named_warmup_capture.py"]
+
+
+@pytest.mark.parametrize("name", GPU_CORPUS)
+def test_gpu_corpus_top_cause(tmp_path, name):
+    """Captures around compiled code reached through closures, methods and helpers, a reduce-overhead mode
+    inside an outer capture, a named per-shape warmup before a capture: the right top cause."""
+    from tests.test_corpus import judge, spec
+    expect, args = spec(FIXTURES / "gpu" / name)
+    res, s = run_json(tmp_path, FIXTURES / "gpu" / name, *args)
+    assert judge(expect, s) is None, (judge(expect, s), s["verdict"], [c["narrative"] for c in s["causes"]])
+
+
 def test_baseline_is_healthy(tmp_path):
     res, s = run_json(tmp_path, EXAMPLES / "baseline.py", "--stages", "test,benchmark")
     assert res.returncode == 0 and s["verdict"]["status"] == "ok" and s["causes"] == []

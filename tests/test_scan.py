@@ -141,3 +141,95 @@ def test_import_work_classification():
     work = [(s.details["kind"], s.code) for s in r.of("import_init")]
     assert work == [("call", "busy = Busy()"), ("loop", "for i in range(3):")]
     assert r.of("import_init")[0].details["calls_compiled"] == ["f"]
+
+
+def test_compile_in_every_style_is_located():
+    r = scan("""
+        import torch
+        import torch._inductor.config as icfg
+        icfg.max_autotune = True
+        torch._inductor.config.triton.cudagraphs = True
+
+        class Epi(torch.nn.Module):
+            def forward(self, x): return x
+
+        model = Epi()
+        model.compile(mode="max-autotune")
+        cm = torch.compile(Epi(), options={"max_autotune": True, "triton.cudagraphs": True})
+
+        class K:
+            def __init__(self):
+                self.step = torch.compile(self._step, fullgraph=True)
+            def _step(self, x): return x
+
+        _fn = None
+        def custom_kernel(x):
+            global _fn
+            if _fn is None:
+                _fn = torch.compile(lambda y: y, mode="reduce-overhead")
+            return _fn(x)
+    """)
+    comp = {s.line: s.details for s in r.of("compile")}
+    kinds = sorted(d["kind"] for d in comp.values())
+    assert kinds == ["call", "call", "call", "module_method"]
+    mm = next(d for d in comp.values() if d["kind"] == "module_method")
+    assert mm["target"] == "model" and mm["mode"] == "max-autotune" and mm["records_graphs"]
+    opt = next(d for d in comp.values() if d["options"])
+    assert opt["autotunes"] and opt["records_graphs"]
+    lazy = next(d for d in comp.values() if d["mode"] == "reduce-overhead")
+    assert lazy["target"] == "_fn" and lazy["records_graphs"]
+    assert next(d for d in comp.values() if d.get("target") == "self.step")["fullgraph"] is True
+    cfg = {s.details["setting"]: s.details["value"] for s in r.of("config")}
+    assert cfg == {"torch._inductor.config.max_autotune": True, "torch._inductor.config.triton.cudagraphs": True}
+
+
+def test_capture_in_a_closure_inside_a_method_reaches_the_compiled_function():
+    r = scan("""
+        import torch
+
+        @torch.compile(mode="max-autotune")
+        def epi(x): return x * 2
+
+        class Runner:
+            def build(self, x):
+                def body():
+                    return epi(x)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g):
+                    out = body()
+                return g, out
+    """)
+    (cap,) = r.of("capture")
+    assert cap.details["calls_compiled"] == ["epi"] and cap.details["function"] == "Runner.build"
+
+
+def test_import_work_skips_settings_and_cheap_objects_and_finds_heavy_forms():
+    r = scan("""
+        import functools
+        import numpy as np
+        import torch
+        torch.manual_seed(0)
+        torch.set_float32_matmul_precision("high")
+
+        class Cheap:
+            def __init__(self):
+                self.d = {}
+
+        @functools.lru_cache(maxsize=None)
+        def table(n): return [i * i for i in range(n)]
+
+        cheap = Cheap()
+        squares = {i: table(i) for i in range(100)}
+        table(4096)
+        arr = np.array([1, 2, 3])
+        if torch.cuda.is_available():
+            torch.randn(4, device="cuda").sum()
+    """)
+    found = [(s.details["kind"], s.code) for s in r.of("import_init")]
+    assert found == [("comprehension", "squares = {i: table(i) for i in range(100)}"), ("call", "table(4096)"),
+                     ("call", "arr = np.array([1, 2, 3])"), ("if", "if torch.cuda.is_available():")]
+
+
+def test_a_source_too_deep_to_parse_is_reported_not_raised():
+    r = scan_source("x = " + " + ".join(["1"] * 100000) + "\ndef custom_kernel(d): return d\n")
+    assert r.sites == [] and "could not scan" in r.error

@@ -7,7 +7,7 @@ import time
 
 from tests.conftest import EXAMPLES, FIXTURES, cli
 
-P = FIXTURES / "planted"
+P = FIXTURES / "corpus"
 
 
 def session(out):
@@ -16,7 +16,7 @@ def session(out):
 
 def test_a_toggle_the_run_never_reached_is_inconclusive_not_cleared(tmp_path):
     out = tmp_path / "o"
-    res = cli("run", P / "import_blocks_warmup.py", "--stages", "compile", "--compile-budget", "8",
+    res = cli("run", FIXTURES / "import_blocks_warmup.py", "--stages", "compile", "--compile-budget", "8",
               "--probes", "warmup", "--out", out)
     s = session(out)
     assert res.returncode == 1 and s["verdict"]["status"] == "timeout"
@@ -51,7 +51,7 @@ def test_a_busy_host_does_not_change_the_top_cause(tmp_path):
     try:
         time.sleep(1)
         out = tmp_path / "o"
-        res = cli("run", P / "warmup_cause.py", "--stages", "test", "--budget", "20", "--probes", "warmup",
+        res = cli("run", P / "wu_literal_compiled.py", "--stages", "test", "--budget", "20", "--probes", "warmup",
                   "--jobs", "2", "--out", out)
     finally:
         for h in hogs:

@@ -402,9 +402,10 @@ class Scanner:
             count = self._loop_count(node)
             if count is None:
                 continue
-            self.loops[node.lineno] = {**count, "end_line": node.end_lineno}
             fn, cls = self.enclosing(node)
             body = ast.Module(body=node.body, type_ignores=[])
+            self.loops[node.lineno] = {**count, "end_line": node.end_lineno,
+                                       "kernel_work": self.does_kernel_work(body, cls)}
             before_capture = any(c.details.get("function") == fn and c.line > node.lineno for c in captures)
             if not (count["discards"] or before_capture) or not self.does_kernel_work(body, cls):
                 continue

@@ -120,6 +120,26 @@ def main(parts: list[str]) -> None:
                                "diff_pct": round((sched[c] / bare[c]["median_us"] - 1) * 100, 2),
                                "bare_spread_pct": round(bare[c]["spread_pct"], 2)} for c in sched}
         res["fidelity_runs_overlapping"] = s["harness"].get("concurrency")
+    if "sampler" in parts:
+        # The sampler's own cost: the same cold run with and without it, alternated, and the healthy
+        # kernel's steady state with and without it (the sampler pauses in timing sections).
+        rows = []
+        for i in range(2):
+            for flag in ([], ["--no-sample"]):
+                t, rc, out = timed(["run", str(ROUND9), "--probes", "none", "--stages", "compile,test", *flag])
+                st = session(out)["runs"][0]["stages"]
+                ph = {f"{s['name']}/{p['name']}": round(p["end_s"] - p["start_s"] - p.get("held_s", 0), 3)
+                      for s in st for p in s["phases"] if p["end_s"] - p["start_s"] > 0.2}
+                cost = sum(s.get("sample_cost_s", 0) for s in st)
+                rows.append({"sampler": not flag, "wall_s": round(t, 1), "phases": ph, "sample_cost_s": round(cost, 3)})
+        res["sampler_round9"] = rows
+        steady = []
+        for flag in ([], ["--no-sample"], [], ["--no-sample"]):
+            t, rc, out = timed(["run", str(BASELINE), "--probes", "none", "--stages", "benchmark", *flag])
+            b = next(s for s in session(out)["runs"][0]["stages"] if s["name"] == "benchmark")
+            steady.append({"sampler": not flag, "us": {c: round(statistics.median(v["per_call_s"]) * 1e6, 2)
+                                                       for c, v in b["timing"].items()}})
+        res["sampler_steady"] = steady
     for part, gpus in (("gpus1", "0"), ("gpus2", "0,1")):
         if part in parts:
             t, rc, out = timed(["run", str(ROUND9), "--gpus", gpus])
