@@ -135,7 +135,7 @@ def test_keep_leaves_the_run_directory(tmp_path):
 def test_interrupt_writes_a_partial_report_and_kills_the_tree(tmp_path, sig, code):
     out = tmp_path / "o"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    p = subprocess.Popen([sys.executable, "-m", "diagnose", "run", str(FIXTURES / "planted" / "warmup_cause.py"),
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "run", str(FIXTURES / "corpus" / "wu_literal_compiled.py"),
                           "--stages", "test", "--jobs", "2", "--out", str(out)], cwd=ROOT, env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.time() + 60

@@ -146,7 +146,7 @@ def test_import_init_defer_moves_work_into_the_first_call():
 
 @pytest.mark.parametrize("name", ["recompile"])
 def test_recompile_needs_baseline_evidence(name):
-    src = (FIXTURES / "planted" / "recompile_cause.py").read_text()
+    src = (FIXTURES / "corpus" / "rc_limit_fullgraph.py").read_text()
     pl = plans(src, baseline=None)[name]
     assert pl.state == ABSENT and "recompiled nothing" in pl.why
 
