@@ -377,14 +377,16 @@ def _unfixed_cause(session: Session, base: Run) -> Cause:
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
     if st.status == Status.WRONG:
         ret = _return_line(session)
-        what = (f"custom_kernel returns a wrong result for {st.phase.split(':', 1)[-1] if st.phase else 'a case'} "
-                f"({st.message})")
         site = site or ret
-        narrative = f"{what[0].upper()}{what[1:]}; {none}: the cause is in that code itself."
+        at = f" (it returns at line {ret['line']})" if ret else ""
+        narrative = (f"The submission's custom_kernel{at} returns a wrong result for "
+                     f"{st.phase.split(':', 1)[-1] if st.phase else 'a case'} in {st.name}: {st.message}; {none}: "
+                     f"the cause is in that code itself.")
     else:
         kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status}: {st.message})"
-        narrative = (f"The submission {kind} at {where} in {st.name}/{st.phase}; {none}: the cause is in that "
-                     f"code itself.")
+        where = f"line {site['line']}" if site else where
+        narrative = (f"The submission {kind} at {where} in {st.name}" + (f", {st.phase}" if st.phase else "") +
+                     f"; {none}: the cause is in that code itself.")
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
 

@@ -84,12 +84,21 @@ def _new_session(sub, settings, gpu, command):
     from diagnose.session import Session
     return Session(
         submission={"path": _shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
-        task={**settings.task.to_dict(), "directory": "(built-in)" if settings.task.builtin else settings.task.directory},
+        task={**settings.task.to_dict(), "directory": "(built-in)" if settings.task.builtin else settings.task.directory,
+              "files": [[n, s if s == "@SUBMISSION@" else _shown_path(Path(s))] for n, s in settings.task.files]},
         command=command, tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
-                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats},
+                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(settings.task)},
         scan=scan_source(sub.source, sub.tree).to_list())
+
+
+def _evaluator(t) -> str:
+    if t.evaluator:
+        return (f"the problem's own {t.evaluator} (from {t.evaluator_source}), run as the harness runs it; it decides "
+                f"inputs, repeats, flush, seeds and checks")
+    return ("diagnose's model of GPU MODE's eval_better_bench.py: 50 inputs per case, CUDA events around 50 calls, "
+            "an L2 flush per repeat, the stopping rule" + ("" if t.builtin else " (the folder ships no evaluator)"))
 
 
 def _shown_path(p: Path) -> str:
@@ -122,6 +131,27 @@ def _finish(session, outdir: Path) -> None:
             (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
              if lo < want else ""))
     save_all(outdir, session)
+
+
+def _problem_options(settings) -> dict:
+    """What a problem folder changes about a diagnosis: its reference is checked alone first; a folder
+    that ships its own evaluator has it decide the timing, and those stages run with nothing beside them."""
+    t = settings.task
+    return {"preflight": not t.builtin, "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
+            "problem": t.directory, "gpus_for": t.gpus}
+
+
+def _cannot_judge(session, settings) -> bool:
+    """A multi-GPU problem on a machine with too few GPUs: say so, with no run."""
+    from diagnose.session import Status, Verdict
+    need, have = settings.task.world_size, device.gpu_count()
+    if need <= 1 or need <= have:
+        return False
+    session.verdict = Verdict(Status.NEEDS_GPU, message=f"this problem needs {need} GPUs; this machine has {have}",
+                              note="a multi-GPU problem runs one process per rank: run it on a machine with "
+                                   f"{need} GPUs")
+    session.complete = True
+    return True
 
 
 def _print(lines) -> None:
@@ -183,13 +213,24 @@ def run(
     def save(s):
         with save_lock:
             _finish(s, outdir)
+    from diagnose.renderers.console import exit_code, run_summary
+    if _cannot_judge(session, settings):
+        save(session)
+        _print(run_summary(session, str(outdir / "report.md")))
+        raise typer.Exit(exit_code(session))
+    if settings.task.world_size > 1:
+        njobs = 1      # the evaluator takes every GPU for its ranks
     with _Signals() as sig:
-        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, bisect=names != [])
+        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, bisect=names != [],
+                       **_problem_options(settings))
         runner = StageRunner(settings, gpus=gpu_ids or [None], concurrent=njobs > 1, on_event=live_state.on_event)
         eng = Engine(sub, session, settings.stages, opts, runner, on_save=save, stop=sig.stop,
                      on_run_done=live_state.on_run_done)
-        with Live(live_state, console=err, refresh_per_second=4, transient=True):
-            eng.diagnose()
+        try:
+            with Live(live_state, console=err, refresh_per_second=4, transient=True):
+                eng.diagnose()
+        except BadInput as e:
+            _fail(str(e))
     if eng.errors:
         session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
                              f"{eng.errors[0].strip().splitlines()[-1]}")
@@ -199,7 +240,6 @@ def run(
     if fix and session.fix:
         from diagnose.output import write_atomic
         write_atomic(fix, eng.sources[session.fix.run])
-    from diagnose.renderers.console import exit_code, run_summary
     _print(run_summary(session, str(outdir / "report.md")))
     if sig.code:
         err.print(f"interrupted: partial report written to {outdir}", highlight=False)
@@ -229,11 +269,16 @@ def check(
     session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
     risks = static_risks(session.scan)
     with _Signals() as sig:
-        runner = StageRunner(settings)
-        eng = Engine(sub, session, settings.stages, Options(probes=[], jobs=1, gpu=gpu, bisect=False, confirm=False),
-                     runner, stop=sig.stop)
-        with err.status("cold harness pass…"):
-            eng.diagnose()
+        if not _cannot_judge(session, settings):
+            runner = StageRunner(settings)
+            eng = Engine(sub, session, settings.stages, Options(probes=[], jobs=1, gpu=gpu, bisect=False,
+                                                                confirm=False, **_problem_options(settings)),
+                         runner, stop=sig.stop)
+            try:
+                with err.status("cold harness pass…"):
+                    eng.diagnose()
+            except BadInput as e:
+                _fail(str(e))
     if out_dir:
         _finish(session, out_dir)
     from diagnose.renderers.console import check_table

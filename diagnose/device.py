@@ -14,6 +14,17 @@ def has_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") or (os.path.isdir(gpus) and bool(os.listdir(gpus)))
 
 
+def gpu_count() -> int:
+    """GPUs this process may use, without importing torch (CUDA_VISIBLE_DEVICES respected)."""
+    if not has_gpu():
+        return 0
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None:
+        return len([x for x in vis.split(",") if x.strip() and x.strip() != "-1"])
+    gpus = "/proc/driver/nvidia/gpus"
+    return len(os.listdir(gpus)) if os.path.isdir(gpus) else 1
+
+
 def default_jobs() -> int:
     """Concurrent runs: a run is mostly one busy core (imports, Dynamo) with bursts of compile workers,
     and a cold compile wants about 8 GiB; past 8 runs they contend on the GPU lock more than they gain."""

@@ -23,7 +23,7 @@ from diagnose.edits import edited_lines, unified_diff
 from diagnose.runner import Job, Runner
 from diagnose.scan import scan_source
 from diagnose.scheduler import Scheduler
-from diagnose.session import ENDS_RUN, NO_EVIDENCE, Role, Run, Session, Status, Warning_
+from diagnose.session import ENDS_RUN, NO_EVIDENCE, Role, Run, Session, Status, Verdict, Warning_
 from diagnose.submission import Submission
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, PlanContext, Toggle
@@ -40,6 +40,10 @@ class Options:
     gpu: bool = False
     bisect: bool = True
     confirm: bool = True                 # rerun alone what a time-based conclusion rests on
+    preflight: bool = False              # check the problem's reference alone before any stage
+    solo_stages: tuple = ()              # stages that run with nothing beside them (a problem evaluator's timing)
+    problem: str = ""                    # the problem folder, for messages
+    gpus_for: list = field(default_factory=list)   # the GPUs the problem is set for
 
 
 @dataclass
@@ -71,10 +75,12 @@ class Engine:
         self.scan = scan_source(sub.source, sub.tree)
         self.sched: Scheduler | None = None
         self.errors: list[str] = []          # the tool's own failures: reported, never taken as evidence
+        self._quiet = False                  # nothing is saved while the problem folder is still being checked
 
     def save(self) -> None:
         with self.lock:
-            self.on_save(self.session)
+            if not self._quiet:
+                self.on_save(self.session)
 
     # -- runs ------------------------------------------------------------------------------------------
     def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
@@ -86,7 +92,8 @@ class Engine:
         sha = hashlib.sha256(source.encode()).hexdigest()
         key = f"{sha}|{','.join(sorted(switches))}|{rep}"
         with self.lock:
-            prior = None if role == Role.CONFIRM else self._by_key.get(key)
+            fresh = role in (Role.CONFIRM, Role.REFERENCE)      # reruns and checks on purpose: never shared
+            prior = None if fresh else self._by_key.get(key)
             if prior is not None and reuse:
                 return prior
             run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, role=role, source_sha=sha[:12],
@@ -101,7 +108,7 @@ class Engine:
                 self._states[run.id] = st = _State(run, source, [])
                 threading.Thread(target=self._mirror, args=(run, prior), daemon=True).start()
                 return run
-            if role != Role.CONFIRM:
+            if not fresh:
                 self._by_key[key] = run
             cache_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
             st = _State(run, source, list(stages or self.stages), cache_from=cache_from)
@@ -149,7 +156,7 @@ class Engine:
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
-        solo = run.role == Role.CONFIRM
+        solo = run.role == Role.CONFIRM or stage in self.opts.solo_stages
         job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, cache_from=st.cache_from, solo=solo)
         prio = self._priority(st, stage)
         with self.lock:
@@ -249,6 +256,8 @@ class Engine:
         s = self.session
         self.sched = Scheduler(self.opts.jobs, self.stop)
         try:
+            if self.opts.preflight and not self._preflight():
+                return self._finish()
             base = self.launch(Role.BASELINE, None, None, self.sub.source)
             if self.opts.probes == []:
                 self._all_launched.set()
@@ -302,8 +311,43 @@ class Engine:
             self.save()
 
     def _finish(self) -> Session:
+        if self.session.verdict.stage == "reference" and self.session.verdict.status == Status.NEEDS_GPU:
+            return self.session      # the machine cannot judge it: nothing else to conclude
         self._conclude()
         return self.session
+
+    def _preflight(self) -> bool:
+        """The problem's reference alone, before any stage: does it import, and can it run here? A
+        reference that cannot be imported is a bad folder (BadInput); one that cannot run here makes
+        the verdict needs_gpu. Returns whether the diagnosis goes on."""
+        from diagnose.errors import BadInput
+        self._quiet = True
+        ref = self.launch(Role.REFERENCE, None, "reference check", self.sub.source, stages=["reference"])
+        self._wait(self._states[ref.id].done)
+        self._quiet = False
+        st = ref.stages[0] if ref.stages else None
+        if st is None or st.status == Status.OK or st.status == Status.INTERRUPTED:
+            self.save()
+            return st is not None and st.status == Status.OK
+        werr = next((e for e in st.events if e["k"] == "worker_error"), None)
+        if werr and st.status != Status.NEEDS_GPU and any(p.name == "reference_import" and not p.ok for p in st.phases):
+            self._quiet = True       # a bad folder leaves no report behind
+            raise BadInput(f"{self.opts.problem}/reference.py: fails to import: {werr['type']}: "
+                           f"{werr['message'].strip().splitlines()[0][:300] if werr['message'].strip() else ''}")
+        env = next((e for e in st.events if e["k"] == "env"), {})
+        msg = (st.message or "").replace("the worker failed before the stage: ", "")
+        msg = msg if len(msg) <= 300 else msg[:msg.find(". ", 0, 300) + 1 or 300]
+        where = f"{env['gpu']} (compute capability {env['capability']})" if env.get("gpu") else "no CUDA GPU"
+        target = (f"the problem is set for {', '.join(self.opts.gpus_for)}" if self.opts.gpus_for else
+                  "it needs FP4 tensor cores (sm_100, B200 class)" if any(x in msg.lower() for x in
+                                                                           ("fp4", "e2m1", "float4", "sm_100"))
+                  else "run it on the GPU the problem is set for")
+        self.session.verdict = Verdict(Status.NEEDS_GPU, stage="reference", phase=st.phase,
+                                       message=f"the problem's own reference cannot run here: {msg}",
+                                       note=f"this machine has {where}; {target}", runs=[ref.id])
+        self.session.complete = True
+        self.save()
+        return False
 
     def _conclude(self) -> None:
         s = self.session

@@ -79,6 +79,9 @@ def margins(run: Run) -> list[dict]:
 def verdict(session, interrupted: bool = False) -> Verdict:
     """The session's verdict: the baseline run's outcome (as its evidence supports it), where it
     happened, and the submission line."""
+    ref = next((r for r in session.runs if r.role == Role.REFERENCE), None)
+    if ref is not None and ref.outcome != Status.OK and session.verdict.stage == "reference":
+        return session.verdict       # the problem's reference could not run here: that is the verdict
     base = session.baseline
     if base is None or not base.stages or base.outcome == Status.INTERRUPTED:
         status = Status.INTERRUPTED if interrupted or (base and base.outcome == Status.INTERRUPTED) else Status.INCOMPLETE

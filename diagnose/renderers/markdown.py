@@ -335,6 +335,7 @@ def _environment(s: Session) -> list[str]:
             ("triton", e.get("triton")), ("python", e.get("python")), ("CPUs", e.get("cpu_count")),
             ("task", f"{s.task.get('name')} ({s.task.get('shape_set')} shapes)"),
             ("harness", f"{h.get('name')}, depth {h.get('depth')}, stages {', '.join(h.get('stages', []))}"),
+            ("evaluator", h.get("evaluator")),
             ("budgets", ", ".join(f"{k} {v:g} s" for k, v in h.get("budgets", {}).items())),
             ("compile caches", "cold at the start of every run (fresh empty directories), shared by that run's "
                                "stages; the `cache` probe reuses the baseline's"),

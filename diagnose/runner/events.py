@@ -41,9 +41,11 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "inductor_config": {"settings": (dict,)},
     "samples": {"phases": (dict,), "interval_s": NUM},
     "loops": {"counts": (dict,)},
+    "evaluator_exit": {},
 }
 # Only the worker's own process may send these: they decide the stage's status.
-WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "tamper", "needs_gpu"}
+WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "tamper", "needs_gpu",
+               "evaluator_exit"}
 STATUSES = {"ok", "wrong"}
 MAX_EVENTS = 50_000
 MAX_LINE = 256 * 1024

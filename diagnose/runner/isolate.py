@@ -19,6 +19,7 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import select
 import signal
@@ -38,7 +39,8 @@ TAIL_BYTES = 32 * 1024
 POLL_S = 0.1
 STACK_GRACE_S = 2.0
 MARKER = "DIAGNOSE_RUN_MARKER"
-FDS_ENV = "DIAGNOSE_FDS"          # "events,reply,stacks" descriptor numbers for the worker
+FDS_ENV = "DIAGNOSE_FDS"          # "events,reply,stacks[,report]" descriptor numbers for the worker
+REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its report descriptor
 
 
 def _become_subreaper() -> None:
@@ -78,27 +80,28 @@ class ChildResult:
     run_delay_s: float = 0.0
     load_per_cpu: float = 0.0
     overlapped: list[str] = field(default_factory=list)
+    report: str = ""                   # a problem's evaluator's own report (POPCORN_FD), when it ran one
     kernel_waits: str = ""             # when no Python stack came: each thread's kernel wait channel
 
 
 class _Tail(threading.Thread):
-    """Drain a pipe, keeping only its last TAIL_BYTES: the child never blocks on a full pipe."""
+    """Drain a pipe, keeping only its last `cap` bytes: the child never blocks on a full pipe."""
 
-    def __init__(self, pipe):
+    def __init__(self, pipe, cap: int = TAIL_BYTES):
         super().__init__(daemon=True)
-        self.pipe, self.buf, self.total = pipe, bytearray(), 0
+        self.pipe, self.buf, self.total, self.cap = pipe, bytearray(), 0, cap
         self.start()
 
     def run(self):
         while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
             self.total += len(chunk)
             self.buf += chunk
-            if len(self.buf) > 2 * TAIL_BYTES:
-                del self.buf[:-TAIL_BYTES]
+            if len(self.buf) > 2 * self.cap:
+                del self.buf[:-self.cap]
         self.pipe.close()
 
     def text(self) -> str:
-        return bytes(self.buf[-TAIL_BYTES:]).decode("utf-8", "replace")
+        return bytes(self.buf[-self.cap:]).decode("utf-8", "replace")
 
 
 def _run_delay_s(pid: int) -> float | None:
@@ -227,24 +230,27 @@ class Limits:
 
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
-              on_event=None, others=None) -> ChildResult:
+              on_event=None, others=None, report: bool = False) -> ChildResult:
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
-    arrives; `others()` names the other runs alive right now (overlap evidence)."""
+    arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
+    a descriptor for a problem evaluator's own report, read back into ChildResult.report."""
     marker = uuid.uuid4().hex
     owner = owner or marker
     ev_r, ev_w = os.pipe()
     rep_r, rep_w = os.pipe()
+    pop_r, pop_w = os.pipe() if report else (None, None)
     stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.set_blocking(ev_r, False)
-    env = {**env, MARKER: marker, FDS_ENV: f"{ev_w},{rep_r},{stacks_fd}"}
+    child_fds = [ev_w, rep_r, stacks_fd] + ([pop_w] if report else [])
+    env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds))}
     res = ChildResult(start_t=time.time())
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True,
-                                pass_fds=(ev_w, rep_r, stacks_fd))
+                                stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
     finally:
-        for fd in (ev_w, rep_r, stacks_fd):
+        for fd in child_fds:
             os.close(fd)
+    popcorn = _Tail(os.fdopen(pop_r, "rb"), cap=REPORT_CAP) if report else None
     res.pid = proc.pid
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
     parser = EventParser(worker_pid=proc.pid)
@@ -317,8 +323,19 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                 reason = "interrupted"
             if reason:
                 res.killed, res.kill_t = reason, now
-                dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"), None)
+                dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"
+                                 and e["pid"] == proc.pid), None)
+                spawned = 0
+                for e in parser.events:    # processes the evaluator spawned dump into files of their own
+                    if e["k"] == "worker_start" and e.get("child") and e["pid"] != proc.pid:
+                        try:
+                            os.kill(e["pid"], signal.SIGUSR1)
+                            spawned += 1
+                        except OSError:
+                            pass
                 res.kernel_waits = _ask_for_stacks(proc, stacks_path, dump_tid if isinstance(dump_tid, int) else None)
+                if spawned:
+                    time.sleep(0.5)     # their files, too, need a moment
                 break
         tree.measure()
         if arbiter:      # before the kill: a section this child held ends, and its pauses close, now
@@ -334,6 +351,9 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     os.close(ev_r)
     out.join(2.0)
     err.join(2.0)
+    if popcorn:
+        popcorn.join(2.0)
+        res.report = popcorn.text()
     res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, _signame(-rc))
     res.cpu_s = sum(u + s for u, s in tree.cpu.values())
     res.user_s = sum(u for u, _ in tree.cpu.values())
@@ -353,6 +373,14 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             res.stacks = fh.read()[-64 * 1024:]
     except FileNotFoundError:
         pass
+    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
+        try:
+            with open(path, encoding="utf-8", errors="replace") as fh:
+                text = fh.read()[-32 * 1024:]
+        except OSError:
+            continue
+        if text.strip():
+            res.stacks += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
     if not res.stacks.strip() and res.kernel_waits:
         res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
     return res

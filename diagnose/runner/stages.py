@@ -23,7 +23,9 @@ from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.isolate import Limits, python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
-from diagnose.tasks.loader import Task
+from diagnose.tasks.loader import Task, assemble
+
+REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
 
 # Every place torch, Inductor, Triton and CUDA keep compiled artefacts between processes.
 CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton_home",
@@ -127,7 +129,7 @@ class StageRunner:
             run.outcome = outcome_of(run.stages)
             ended = st.status in ENDS_RUN
             if ended:
-                later = s.stages[s.stages.index(stage) + 1:]
+                later = s.stages[s.stages.index(stage) + 1:] if stage in s.stages else []
                 run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=s.budgets[n]) for n in later]
             on_stage(run)
             if ended:
@@ -138,13 +140,14 @@ class StageRunner:
         wd = root / stage
         if wd.exists():
             shutil.rmtree(wd)
-        shutil.copytree(s.task.directory, wd, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-        (wd / "submission.py").write_text(job.source, encoding="utf-8")
-        budget = s.budgets[stage]
+        assemble(s.task, wd, job.source)
+        budget = s.budgets.get(stage, REFERENCE_BUDGET_S)
+        evaluated = bool(s.task.evaluator) and stage in ("test", "benchmark", "leaderboard")
         spec = {"submission": str(wd / "submission.py"), "stage": stage, "task": s.task.to_dict(),
                 "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
                 "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
-                "root": str(root), "watch": job.watch, "sample": s.sample}
+                "root": str(root), "watch": job.watch, "sample": s.sample,
+                "stacks_prefix": str(root / f"{stage}.stacks.txt")}
         spec_path = root / f"{stage}.spec.json"
         spec_path.write_text(json.dumps(spec))
 
@@ -157,11 +160,12 @@ class StageRunner:
             child = run_child(python_argv(str(spec_path)), cwd=str(wd), env=env,
                               stacks_path=str(root / f"{stage}.stacks.txt"),
                               limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{stage}",
-                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id))
+                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
+                              report=evaluated)
         finally:
             with self._lock:
                 self._active[run.id] -= 1
-        st = build_stage(stage, child, budget, spec["submission"])
+        st = build_stage(stage, child, budget, spec["submission"], evaluated)
         if s.depth == "full":
             st.predicted_s = st.charged_s if st.status == Status.OK else None
         else:

@@ -161,7 +161,44 @@ def _needs_gpu(ev: list[dict]) -> str | None:
     return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
 
 
-def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str) -> StageResult:
+def parse_report(text: str) -> dict[str, str]:
+    """A problem evaluator's report: one 'key: value' per line, in order."""
+    out: dict[str, str] = {}
+    for line in text.splitlines()[:5000]:
+        key, sep, value = line.partition(": ")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()[:2000]
+    return out
+
+
+def _report_failure(rep: dict[str, str]) -> tuple[str | None, str]:
+    """(phase, message) of the first failing case the evaluator reported."""
+    for key, value in rep.items():
+        parts = key.split(".")
+        if len(parts) == 3 and parts[2] == "status" and value == "fail":
+            kind, idx = parts[0], parts[1]
+            spec = rep.get(f"{kind}.{idx}.spec", "")
+            case = {}
+            for item in spec.split(";"):
+                k, _, v = item.partition(":")
+                if k.strip():
+                    case[k.strip()] = int(v) if v.strip().lstrip("+-").isdigit() else v.strip()
+            from diagnose.tasks.loader import case_label
+            return f"check:{case_label(case) if case else kind + '.' + idx}", \
+                rep.get(f"{kind}.{idx}.error", "the evaluator reported a failure")
+    return None, "the evaluator reported check: fail"
+
+
+_TEXT_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
+
+
+def _frames_from_text(text: str) -> list[dict]:
+    """Frames named in a traceback's text: a pool worker's traceback reaches the evaluator only as text."""
+    return [{"file": m["file"], "line": int(m["line"]), "func": m["func"]} for m in _TEXT_FRAME.finditer(text or "")]
+
+
+def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str,
+                evaluated: bool = False) -> StageResult:
     """The stage's record, judged from what the parent observed.
 
     The child's events are claims. A stage is ok only if the child reported the stage done, exited by
@@ -241,9 +278,12 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         st.status, st.phase = Status.NEEDS_GPU, (exc or {}).get("phase") or innermost_open
         st.message = needs
     elif exc:
-        st.status, st.phase = Status.CRASH, exc.get("phase")
+        # in a problem's evaluator the failing phase may be in the pool worker: the last one that failed
+        failed = [p for p in st.phases if not p.ok and not p.open]
+        st.status, st.phase = Status.CRASH, exc.get("phase") or (failed[-1].name if failed else None)
         st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
-        st.site = frames_site(exc.get("frames"), submission_file)
+        st.site = frames_site(exc.get("frames"), submission_file) or frames_site(
+            _frames_from_text(exc.get("traceback", "")), submission_file)
         msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
         st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
     elif werr:
@@ -254,6 +294,17 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         st.site = stack_site(child.stacks, submission_file)
         st.message = (f"the stage finished, but the process then ended with {how} instead of exiting "
                       f"normally (at exit: a non-daemon thread, an atexit handler or os._exit)")
+    elif done and evaluated:
+        rep = parse_report(child.report)
+        st.evaluator = {"report": rep, "exit": next((e.get("code") for e in ev if e["k"] == "evaluator_exit"), None)}
+        if rep.get("check") == "pass":
+            st.status = Status.OK
+        elif rep.get("check") == "fail":
+            st.status = Status.WRONG
+            st.phase, st.message = _report_failure(rep)
+        else:
+            st.status, st.phase = Status.CRASH, innermost_open
+            st.message = "the problem's evaluator ended without a verdict (no 'check:' line in its report)"
     elif done and done["status"] == "wrong":
         st.status, st.phase = Status.WRONG, f"check:{wrong['case']}" if wrong else None
         st.message = (f"check failed on {wrong['case']} (output {wrong.get('index', 0)}): {wrong.get('message', '')}"

@@ -1,11 +1,19 @@
 """Resolve the task a run uses: the built-in FP8 dual GEMM, or a user's GPU MODE problem directory.
 
-Parent side: reads task.yml and checks that reference.py exists and defines what the harness calls, by
-parsing it (never importing it: it imports torch).
+Parent side, never imports torch: it reads task.yml and checks the folder statically. A GPU MODE folder
+says in `files` which files the harness puts together and under which names (the reference, `task.py`,
+`../utils.py`, an evaluator such as `../eval_better_bench.py` renamed to `eval.py`, and `@SUBMISSION@`),
+and in `config.main` which of them it runs. Every run directory is assembled the same way, and a folder
+whose evaluator is there is judged by that evaluator itself (worker/evaluator.py).
+
+A folder that cannot work is bad input, found before anything runs: a `files` source that does not
+exist, a reference that does not bind generate_input and check_implementation (by def, assignment or
+import: `check_implementation = make_match_reference(ref_kernel)` counts), a malformed task.yml.
 """
 from __future__ import annotations
 
 import ast
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,17 +23,23 @@ from diagnose.errors import BadInput
 
 BUILTIN = {"fp8-dual-gemm": Path(__file__).parent / "fp8_dual_gemm"}
 REQUIRED_FUNCS = ("generate_input", "check_implementation")
+SUBMISSION = "@SUBMISSION@"
 
 
 @dataclass
 class Task:
     name: str
-    directory: str           # copied into every run's working directory
+    directory: str           # the problem folder (or the built-in one)
     tests: list[dict]
     benchmarks: list[dict]
     shape_set: str           # "full" or "small": which case lists were taken
     builtin: bool
     timeouts: dict = field(default_factory=dict)   # stage -> seconds, from task.yml where it sets them
+    files: list[list[str]] = field(default_factory=list)   # [name, absolute source or @SUBMISSION@]
+    evaluator: str | None = None         # the file the harness runs (config.main), when the folder ships it
+    evaluator_source: str | None = None  # where it came from, as task.yml names it ("../eval.py")
+    world_size: int = 1                  # GPUs a multi_gpu problem needs
+    gpus: list[str] = field(default_factory=list)   # the GPUs the problem is set for (task.yml `gpus`)
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -41,18 +55,66 @@ def _cases(doc: dict, key: str, where: Path) -> list[dict]:
     return cases
 
 
-def _check_reference(ref: Path) -> None:
+def bound_names(tree: ast.Module) -> set[str]:
+    """Names a module binds at its top level: defs, classes, assignments, imports (as the interpreter
+    would, without running it)."""
+    names = set()
+    for n in tree.body:
+        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(n.name)
+        elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
+            names |= {t.id for tg in targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in n.names if a.name != "*"}
+        elif isinstance(n, (ast.If, ast.Try)):
+            names |= bound_names(ast.Module(body=[*n.body, *getattr(n, "orelse", []),
+                                                  *[x for h in getattr(n, "handlers", []) for x in h.body],
+                                                  *getattr(n, "finalbody", [])], type_ignores=[]))
+    return names
+
+
+def _check_reference(ref: Path, shown: str) -> None:
     if not ref.is_file():
-        raise BadInput(f"{ref.parent}: no reference.py in the problem directory")
+        raise BadInput(f"{shown}: no reference.py in the problem directory")
     try:
         tree = ast.parse(ref.read_text(encoding="utf-8"), filename=str(ref))
-    except (SyntaxError, UnicodeDecodeError) as e:
+    except (SyntaxError, UnicodeDecodeError, RecursionError, ValueError) as e:
         raise BadInput(f"{ref}: cannot parse: {e}") from None
-    names = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    names |= {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom) for a in n.names}
+    names = bound_names(tree)
     missing = [f for f in REQUIRED_FUNCS if f not in names]
+    if missing and any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in tree.body):
+        return      # `from x import *` may bind them: the reference check in a child will say
     if missing:
-        raise BadInput(f"{ref}: does not define {', '.join(missing)}")
+        other = sorted(n for n in names if n.startswith(("generate_", "check_", "reference_")))
+        hint = f" (it defines {', '.join(other)}: not the GPU MODE interface)" if other else ""
+        raise BadInput(f"{ref}: does not define {' or '.join(missing)}; the harness calls generate_input(**case) and "
+                       f"check_implementation(data, output){hint}")
+
+
+def _files(doc: dict, d: Path, yml: Path) -> list[list[str]]:
+    raw = doc.get("files")
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise BadInput(f"{yml}: 'files' must be a list of {{name, source}}")
+    out = []
+    for i, f in enumerate(raw):
+        if not (isinstance(f, dict) and isinstance(f.get("name"), str) and isinstance(f.get("source"), str)):
+            raise BadInput(f"{yml}: files[{i}] must be a mapping with 'name' and 'source'")
+        name, src = f["name"], f["source"]
+        if "/" in name or name in ("", ".", ".."):
+            raise BadInput(f"{yml}: files[{i}]: {name!r} is not a plain file name")
+        if src == SUBMISSION:
+            out.append([name, SUBMISSION])
+            continue
+        path = (d / src).resolve()
+        if not path.is_file():
+            raise BadInput(f"{yml}: files[{i}]: {src} (as {name}) does not exist")
+        out.append([name, str(path)])
+    if not any(s == SUBMISSION for _, s in out):
+        raise BadInput(f"{yml}: 'files' has no {SUBMISSION} entry: where would the submission go?")
+    return out
 
 
 def load_task(problem: str | None, task_name: str, small: bool) -> Task:
@@ -66,7 +128,6 @@ def load_task(problem: str | None, task_name: str, small: bool) -> Task:
         if not d.is_dir():
             raise BadInput(f"{d}: --problem must be a directory holding reference.py and task.yml")
     d = d.resolve()
-    _check_reference(d / "reference.py")
     yml = d / "task.yml"
     if not yml.is_file():
         raise BadInput(f"{d}: no task.yml in the problem directory")
@@ -77,30 +138,56 @@ def load_task(problem: str | None, task_name: str, small: bool) -> Task:
         raise BadInput(f"{yml}: malformed YAML: {first}") from None
     if not isinstance(doc, dict):
         raise BadInput(f"{yml}: must be a mapping with 'tests' and 'benchmarks'")
+    files = _files(doc, d, yml)
+    ref = next((Path(s) for n, s in files if n == "reference.py"), d / "reference.py")
+    _check_reference(ref, str(d))
+    main = (doc.get("config") or {}).get("main") if isinstance(doc.get("config"), dict) else None
+    evaluator, evaluator_source = None, None
+    if main and any(n == main for n, _ in files):
+        evaluator = main
+        evaluator_source = next(f["source"] for f in doc["files"] if f["name"] == main)
     use_small = small and "small_tests" in doc
     prefix = "small_" if use_small else ""
     timeouts = {}
     for key, stage in (("test_timeout", "test"), ("benchmark_timeout", "benchmark"),
                        ("ranked_timeout", "leaderboard")):
         if key in doc:
-            if not isinstance(doc[key], (int, float)) or doc[key] <= 0:
+            if not isinstance(doc[key], (int, float)) or isinstance(doc[key], bool) or doc[key] <= 0:
                 raise BadInput(f"{yml}: {key} must be a positive number of seconds")
             timeouts[stage] = float(doc[key])
-    return Task(
-        name=str(doc.get("name", task_name if builtin else d.name)),
-        directory=str(d),
-        tests=_cases(doc, prefix + "tests", yml),
-        benchmarks=_cases(doc, prefix + "benchmarks", yml),
-        shape_set="small" if use_small else "full",
-        builtin=builtin,
-        timeouts=timeouts if not builtin else {},
-    )
+    tests, benchmarks = _cases(doc, prefix + "tests", yml), _cases(doc, prefix + "benchmarks", yml)
+    world = 1
+    if doc.get("multi_gpu"):
+        world = max([int(c.get("world_size", 1)) for c in tests + benchmarks if isinstance(c.get("world_size"), int)]
+                    or [1])
+    gpus = [str(g) for g in doc.get("gpus") or []] if isinstance(doc.get("gpus"), list) else []
+    return Task(name=str(doc.get("name", task_name if builtin else d.name)), directory=str(d), tests=tests,
+                benchmarks=benchmarks, shape_set="small" if use_small else "full", builtin=builtin,
+                timeouts=timeouts if not builtin else {}, files=files, evaluator=evaluator,
+                evaluator_source=evaluator_source, world_size=world, gpus=gpus)
+
+
+def assemble(task: Task, wd: Path, source: str) -> None:
+    """Put a run directory together as the harness does: every `files` entry under its name, the
+    submission as @SUBMISSION@; a folder without `files` is copied as it is."""
+    if task.files:
+        wd.mkdir(parents=True)
+        for name, src in task.files:
+            if src == SUBMISSION:
+                (wd / name).write_text(source, encoding="utf-8")
+            else:
+                shutil.copyfile(src, wd / name)
+        if not any(name == "submission.py" for name, _ in task.files):
+            (wd / "submission.py").write_text(source, encoding="utf-8")
+        return
+    shutil.copytree(task.directory, wd, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    (wd / "submission.py").write_text(source, encoding="utf-8")
 
 
 def case_label(case: dict) -> str:
     """A short, stable name for a case: '256x4096x7168' for m/n/k problems, else 'key=value,...'."""
     shown = {k: v for k, v in case.items() if k != "seed"}
-    if set(shown) == {"m", "n", "k"}:
+    if set(shown) == {"m", "n", "k"} or set(shown) == {"m", "n", "k", "l"} and shown.get("l") == 1:
         return f"{shown['m']}x{shown['n']}x{shown['k']}"
     return ",".join(f"{k}={v}" for k, v in shown.items()) or "case"
 
@@ -113,3 +200,8 @@ def labels(cases: list[dict]) -> list[str]:
         seen[base] = seen.get(base, 0) + 1
         out.append(base if seen[base] == 1 else f"{base}#{seen[base]}")
     return out
+
+
+def spec_line(case: dict) -> str:
+    """A case in the evaluators' test-file format: 'key: value; key: value'."""
+    return "; ".join(f"{k}: {v}" for k, v in case.items())

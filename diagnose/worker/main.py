@@ -80,16 +80,16 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
     return None
 
 
-def _fds() -> tuple[int, int, int]:
-    raw = os.environ.pop(FDS_ENV, "")
-    ev, rep, stacks = (int(x) for x in raw.split(","))
-    return ev, rep, stacks
+def _fds() -> tuple[int, int, int, int | None]:
+    raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
+    return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
 
 
 def main(spec_path: str) -> int:
     with open(spec_path) as fh:
         spec = json.load(fh)
-    ev_fd, rep_fd, stacks_fd = _fds()
+    ev_fd, rep_fd, stacks_fd, report_fd = _fds()
+    spec["popcorn_fd"] = report_fd
     ch = Channel(ev_fd)
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
@@ -128,7 +128,8 @@ def main(spec_path: str) -> int:
         ch.emit("env", **_environment(torch))
         ins.hook_captures()
         ctx = Ctx(spec=spec, torch=torch, ins=ins)
-        if spec["stage"] != "compile":
+        evaluator = spec["task"].get("evaluator") and spec["stage"] in ("test", "benchmark", "leaderboard")
+        if spec["stage"] != "compile" and not evaluator:
             with ins.phase("reference_import"):
                 load_reference(ctx)
     except BaseException as e:  # noqa: BLE001 - report, then exit with the worker's own code
@@ -143,7 +144,11 @@ def main(spec_path: str) -> int:
         return 3
 
     try:
-        status = STAGE_FUNCS[spec["stage"]](ctx)
+        if evaluator:
+            from diagnose.worker.evaluator import stage_evaluator
+            status = stage_evaluator(ctx)
+        else:
+            status = STAGE_FUNCS[spec["stage"]](ctx)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission too
         if os.getpid() != pid:    # a fork of the submission unwinding through our frames: not ours
             raise

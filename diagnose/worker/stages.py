@@ -25,6 +25,7 @@ class Ctx:
     kernel: object = None
     generate: object = None     # the reference's functions, bound once before the submission is imported
     check: object = None
+    judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
 
     @property
     def ch(self):
@@ -87,9 +88,19 @@ def clone(data):
     return data.clone() if hasattr(data, "clone") else data
 
 
+def verdict_of(res) -> tuple[bool, str]:
+    """A check's answer, in either convention: (ok, message), or a string that is '' on a pass (older
+    GPU MODE checkers)."""
+    if isinstance(res, str):
+        return res == "", res
+    if isinstance(res, (tuple, list)) and len(res) == 2:
+        return bool(res[0]), str(res[1])
+    return bool(res), ""
+
+
 def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
     try:
-        ok, msg = ctx.check(data, out)
+        ok, msg = verdict_of(ctx.check(data, out))
     except Exception as e:  # noqa: BLE001 - the check choking on the output means the output is wrong
         ok, msg = False, f"check raised {type(e).__name__}: {e}"
     if not ok:
@@ -262,5 +273,24 @@ def stage_leaderboard(ctx: Ctx) -> str:
     return "ok"
 
 
+def stage_reference(ctx: Ctx) -> str:
+    """Can this machine judge the problem at all? The reference alone, on the first test case: its input,
+    its own answer, and its own check of that answer. Runs before any harness stage."""
+    case = ctx.spec["task"]["tests"][0]
+    label = labels([case])[0]
+    with ctx.ins.phase(f"generate:{label}"):
+        data = ctx.generate(**case)
+    ref = getattr(ctx.reference, "ref_kernel", None)
+    if ref is None:
+        return "ok"       # nothing to run the check against: generating the input is the evidence
+    with ctx.ins.phase(f"reference:{label}"):
+        out = ref(clone(data))
+    with ctx.ins.phase(f"check:{label}"):
+        ok, msg = verdict_of(ctx.check(data, out))
+    if not ok:
+        raise RuntimeError(f"the reference's own output fails its own check on this machine: {msg[:300]}")
+    return "ok"
+
+
 STAGE_FUNCS = {"compile": stage_compile, "test": stage_test, "benchmark": stage_benchmark,
-               "leaderboard": stage_leaderboard}
+               "leaderboard": stage_leaderboard, "reference": stage_reference}

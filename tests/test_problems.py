@@ -1,0 +1,100 @@
+"""GPU MODE problem folders, judged by their own evaluators (CPU, small folders written for these tests
+in each real convention: a checker bound by assignment, `files` with ../utils.py and a renamed
+evaluator, a string checker, per-problem timeouts, one-input-per-call and 50-input evaluators, a
+multi-GPU folder, broken folders)."""
+import json
+
+import pytest
+
+from tests.conftest import FIXTURES, cli
+
+P = FIXTURES / "problems"
+S = P / "subs"
+
+
+def run(tmp_path, sub, problem, *args):
+    out = tmp_path / "o"
+    res = cli("run", S / sub, "--problem", P / problem, "--probes", "none", "--out", out, *args)
+    s = json.loads((out / "session.json").read_text()) if (out / "session.json").exists() else None
+    return res, s
+
+
+def base_stage(s, name):
+    base = next(r for r in s["runs"] if r["role"] == "baseline")
+    return next(st for st in base["stages"] if st["name"] == name)
+
+
+def test_the_folders_own_evaluator_judges_and_its_pool_worker_is_instrumented(tmp_path):
+    res, s = run(tmp_path, "double_ok.py", "doubling", "--stages", "test,benchmark")
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "eval.py (from ../common/eval_one_input.py)" in s["harness"]["evaluator"]
+    test = base_stage(s, "test")
+    assert test["evaluator"]["report"]["check"] == "pass" and test["evaluator"]["report"]["test.1.status"] == "pass"
+    phases = [p["name"] for p in test["phases"]]
+    # the submission runs in the evaluator's spawned pool worker: its phases come from there
+    assert "first_call:size=16" in phases and "first_call:size=64" in phases
+    assert {e["pid"] for e in test["events"] if e["k"] == "begin" and e["name"].startswith("first_call:")} != \
+        {next(e["pid"] for e in test["events"] if e["k"] == "worker_start")}
+    bench = base_stage(s, "benchmark")
+    assert int(bench["evaluator"]["report"]["benchmark.0.runs"]) >= 3
+    ref = next(r for r in s["runs"] if r["role"] == "reference")
+    assert ref["outcome"] == "ok"                 # the reference was checked alone first
+    assert "evaluator" in (tmp_path / "o" / "report.md").read_text()
+
+
+@pytest.mark.parametrize("sub,status,fragment", [("double_wrong.py", "wrong", "elements differ"),
+                                                 ("double_raises.py", "crash", "too big for my tile")])
+def test_wrong_and_crashing_submissions(tmp_path, sub, status, fragment):
+    res, s = run(tmp_path, sub, "doubling", "--stages", "test")
+    v = s["verdict"]
+    assert res.returncode == 1 and v["status"] == status and fragment in v["message"]
+    if status == "crash":    # the line comes from the pool worker's traceback
+        assert v["site"]["line"] == 3 and v["phase"] == "first_call:size=64"
+    else:
+        assert v["phase"] == "check:size=16"
+    c = s["causes"][0]
+    assert c["kind"] == "bug" and c["suspects"] == []
+
+
+def test_per_problem_timeouts_come_from_task_yml(tmp_path):
+    res, s = run(tmp_path, "double_slow.py", "doubling", "--stages", "test")
+    v = s["verdict"]
+    assert res.returncode == 1 and v["status"] == "timeout" and "20 s budget" in v["message"]
+    assert s["harness"]["budgets"]["test"] == 20.0 and v["site"]["line"] == 5
+
+
+def test_string_checker_and_fifty_input_evaluator(tmp_path):
+    res, s = run(tmp_path, "cumsum_ok.py", "strings", "--stages", "test,benchmark")
+    assert res.returncode == 0 and s["verdict"]["status"] == "ok"
+    assert base_stage(s, "benchmark")["evaluator"]["report"]["benchmark.0.status"] == "pass"
+    res, s = run(tmp_path / "w", "cumsum_wrong.py", "strings", "--stages", "test")
+    assert res.returncode == 1 and s["verdict"]["status"] == "wrong" and "prefix sums differ" in s["verdict"]["message"]
+
+
+def test_a_multi_gpu_problem_needs_its_gpus(tmp_path):
+    for cmd in ("run", "check"):
+        res = cli(cmd, S / "double_ok.py", "--problem", P / "multi", "--out", tmp_path / cmd)
+        assert res.returncode == 3, res.stdout + res.stderr
+        s = json.loads((tmp_path / cmd / "session.json").read_text())
+        assert s["verdict"]["status"] == "needs_gpu" and "needs 8 GPUs" in s["verdict"]["message"]
+        assert s["runs"] == []
+
+
+def test_a_reference_that_needs_cuda_cannot_be_judged_on_a_cpu(tmp_path):
+    res, s = run(tmp_path, "double_ok.py", "cuda_only", "--stages", "test")
+    assert res.returncode == 3 and s["verdict"]["status"] == "needs_gpu" and s["verdict"]["stage"] == "reference"
+    assert "CUDA" in s["verdict"]["message"] and s["causes"] == []
+    assert [r["role"] for r in s["runs"]] == ["reference"]       # no stage of the submission ran
+
+
+@pytest.mark.parametrize("problem,fragment", [
+    ("broken_files", "../common/eval_missing.py (as eval.py) does not exist"),
+    ("broken_import", "fails to import: ModuleNotFoundError: No module named 'no_such_helpers'"),
+    ("princeton", "it defines generate_inputs"),
+])
+def test_broken_folders_are_bad_input(tmp_path, problem, fragment):
+    out = tmp_path / "o"
+    res = cli("run", S / "double_ok.py", "--problem", P / problem, "--out", out)
+    lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
+    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.stderr
+    assert "Traceback" not in res.stderr and not (out / "session.json").exists()
