@@ -53,13 +53,15 @@ def test_bad_options(tmp_path):
 def test_bad_problem_directories(tmp_path):
     d = tmp_path / "prob"
     d.mkdir()
+    assert "no task.yml" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "task.yml").write_text("tests: [{m: 1}]\nbenchmarks: [{m: 1}]\n")
     assert "no reference.py" in one_error_line(cli("run", HEALTHY, "--problem", d))
     (d / "reference.py").write_text("def generate_input(**k): pass\ndef check_implementation(d, o): pass\n")
-    assert "no task.yml" in one_error_line(cli("run", HEALTHY, "--problem", d))
     (d / "task.yml").write_text("tests: [\n  {m: 1\n")
     assert "malformed YAML" in one_error_line(cli("run", HEALTHY, "--problem", d))
     (d / "task.yml").write_text("tests: []\nbenchmarks: [{m: 1}]\n")
     assert "'tests' must be a non-empty list" in one_error_line(cli("run", HEALTHY, "--problem", d))
+    (d / "task.yml").write_text("tests: [{m: 1}]\nbenchmarks: [{m: 1}]\n")
     (d / "reference.py").write_text("def generate_input(**k): pass\n")
     assert "check_implementation" in one_error_line(cli("run", HEALTHY, "--problem", d))
 
@@ -140,7 +142,9 @@ def test_problem_directory_uses_its_own_inputs_and_checks(tmp_path):
     res = cli("run", good, "--problem", d, "--out", tmp_path / "g", "--probes", "none", "--sample-repeats", "2")
     assert res.returncode == 0, res.stdout + res.stderr
     s = json.loads((tmp_path / "g" / "session.json").read_text())
-    test_phases = [p["name"] for p in s["runs"][0]["stages"][1]["phases"]]
+    assert s["runs"][0]["role"] == "reference" and s["runs"][0]["outcome"] == "ok"   # checked alone first
+    base = next(r for r in s["runs"] if r["role"] == "baseline")
+    test_phases = [p["name"] for p in base["stages"][1]["phases"]]
     assert "first_call:size=8" in test_phases and "first_call:size=16" in test_phases
     res = cli("run", bad, "--problem", d, "--out", tmp_path / "b", "--probes", "none", "--stages", "test")
     assert res.returncode == 1

@@ -1,32 +1,49 @@
 #!/usr/bin/env bash
-# One batched session on a GPU machine: the seed scenarios through `diagnose run`, results packed into
-# $OUT/results.tgz (the machine returns few files). Usage: bash tests/gpu/device_batch.sh [what...]
+# One batched session on a GPU machine. Each part runs under its own time limit; results (sessions,
+# reports, logs) go to $OUT/r and are packed into $OUT/results.tgz after every part, so a part that
+# runs out of time loses nothing that came before it.
+#
+#   bash tests/gpu/device_batch.sh PART...
+#   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
+#         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
-R=${OUT:-/tmp/out}/r; mkdir -p "$R"
+R=${OUT:-/tmp/out}/r; mkdir -p "$R" reports/examples
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$R/gpu.txt"
-python3 -c 'import torch, triton; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)' | tee -a "$R/gpu.txt"
-for what in "$@"; do
-  case $what in
-    baseline-run) cmd=(run examples/baseline.py --probes none) ;;
-    round9-run) cmd=(run examples/round9.py --probes none) ;;
-    round9) cmd=(run examples/round9.py) ;;
-    recompile-storm) cmd=(run tests/fixtures/gpu/recompile_storm.py --stages test,benchmark --budget 60) ;;
-    baseline) cmd=(run examples/baseline.py) ;;
-    pytest) (timeout 420 python3 -m pytest -m gpu -q -p no:cacheprovider --durations=10 2>&1 | tail -40) | tee "$R/pytest.txt"; continue ;;
-    pytest:*) (timeout 300 python3 -m pytest -m gpu -q -p no:cacheprovider -k "${what#pytest:}" 2>&1 | tail -60) | tee -a "$R/pytest.txt"; continue ;;
-    bench:*) (cd "$PWD" && OUT="$R" timeout 590 python3 tests/perf/bench.py "${what#bench:}" 2>&1 | tail -30) | tee -a "$R/bench.txt"; continue ;;
-    *) echo "unknown $what"; continue ;;
+python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])' | tee -a "$R/gpu.txt"
+pack() { tar czf "${OUT:-/tmp/out}/results.tgz" -C "$R/.." r; }
+example() {   # committed example reports: the command that makes each
+  case $1 in
+    round9) echo "run examples/round9.py" ;;
+    baseline) echo "run examples/baseline.py" ;;
+    recompile-storm) echo "run tests/fixtures/gpu/recompile_storm.py --stages test,benchmark --budget 60" ;;
+    capture-closure-method) echo "run tests/fixtures/gpu/capture_closure_method.py --stages test" ;;
+    reduce-overhead-capture) echo "run tests/fixtures/gpu/reduce_overhead_capture.py --stages test" ;;
+    named-warmup-capture) echo "run tests/fixtures/gpu/named_warmup_capture.py --stages test --budget 20" ;;
+    gpu-hang) echo "run tests/fixtures/gpu/gpu_hang.py --probes none --stages test --budget 25" ;;
   esac
-  t0=$(date +%s.%N)
-  # relative --out: the recorded command and paths carry no machine's directory layout
-  mkdir -p reports/examples
-  timeout 560 python3 -m diagnose "${cmd[@]}" --out "reports/examples/$what" > "$R/$what.stdout" 2> "$R/$what.stderr"
-  rc=$?
-  t1=$(date +%s.%N)
-  echo "$what rc=$rc wall=$(python3 -c "print(round($t1-$t0,1))")" | tee -a "$R/summary.txt"
-  tail -15 "$R/$what.stdout"
+}
+for part in "$@"; do
+  t0=$(date +%s)
+  case $part in
+    bench:*) OUT="$R" BENCH_TIMEOUT=330 timeout 560 python3 tests/perf/bench.py "${part#bench:}" > "$R/bench-${part#bench:}.txt" 2>&1
+             rc=$?; tail -25 "$R/bench-${part#bench:}.txt" ;;
+    example:*) name=${part#example:}
+               # a relative --out: the recorded command and paths carry no machine's directory layout
+               timeout 400 python3 -m diagnose $(example "$name") --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+               rc=$?; mkdir -p "$R/$name"; cp reports/examples/$name/session.json reports/examples/$name/report.md "$R/$name/" 2>/dev/null
+               head -12 "$R/$name.txt" ;;
+    pytest:*) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider -k "${part#pytest:}" > "$R/pytest.txt" 2>&1
+              rc=$?; tail -15 "$R/pytest.txt" ;;
+    problem:*) IFS=: read -r _ dir sub stages name <<< "$part"
+               timeout 400 python3 -m diagnose run ".problems/$dir/$sub" --problem ".problems/$dir" --probes none \
+                 --stages "$stages" --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+               rc=$?; mkdir -p "$R/$name"; cp reports/examples/$name/session.json reports/examples/$name/report.md "$R/$name/" 2>/dev/null
+               head -8 "$R/$name.txt" ;;
+    *) echo "unknown part $part"; rc=2 ;;
+  esac
+  echo "== $part rc=$rc $(( $(date +%s) - t0 )) s" | tee -a "$R/summary.txt"
+  pack
 done
-nvidia-smi --query-gpu=memory.used --format=csv | tee -a "$R/gpu.txt"
-mkdir -p reports/examples
-tar czf "${OUT:-/tmp/out}/results.tgz" -C "$R/.." r -C "$PWD" reports/examples
+nvidia-smi --query-gpu=memory.used --format=csv,noheader | tee -a "$R/gpu.txt"
+pack

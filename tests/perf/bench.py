@@ -124,7 +124,7 @@ def main(parts: list[str]) -> None:
         # The sampler's own cost: the same cold run with and without it, alternated, and the healthy
         # kernel's steady state with and without it (the sampler pauses in timing sections).
         rows = []
-        for i in range(2):
+        for i in range(int(os.environ.get("SAMPLER_PAIRS", 1))):
             for flag in ([], ["--no-sample"]):
                 t, rc, out = timed(["run", str(ROUND9), "--probes", "none", "--stages", "compile,test", *flag])
                 st = session(out)["runs"][0]["stages"]
@@ -134,7 +134,7 @@ def main(parts: list[str]) -> None:
                 rows.append({"sampler": not flag, "wall_s": round(t, 1), "phases": ph, "sample_cost_s": round(cost, 3)})
         res["sampler_round9"] = rows
         steady = []
-        for flag in ([], ["--no-sample"], [], ["--no-sample"]):
+        for flag in ([], ["--no-sample"]) * int(os.environ.get("SAMPLER_PAIRS", 1)):
             t, rc, out = timed(["run", str(BASELINE), "--probes", "none", "--stages", "benchmark", *flag])
             b = next(s for s in session(out)["runs"][0]["stages"] if s["name"] == "benchmark")
             steady.append({"sampler": not flag, "us": {c: round(statistics.median(v["per_call_s"]) * 1e6, 2)
