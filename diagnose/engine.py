@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 from diagnose import bisector, evidence, summary
 from diagnose.edits import edited_lines, unified_diff
+from diagnose.errors import BadInput
 from diagnose.runner import Job, Runner
 from diagnose.scan import scan_source
 from diagnose.scheduler import Scheduler
@@ -303,6 +304,13 @@ class Engine:
                     self._conclude()
             s.complete = not self.stop.is_set()
             return self._finish()
+        except BadInput:
+            raise
+        except Exception:  # noqa: BLE001 - a bug of ours: keep what finished, say so, conclude on it
+            import traceback
+            self.errors.append(traceback.format_exc())
+            self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+            return self._finish()
         finally:
             self.sched.close()
             kept = self.runner.close()
@@ -320,7 +328,6 @@ class Engine:
         """The problem's reference alone, before any stage: does it import, and can it run here? A
         reference that cannot be imported is a bad folder (BadInput); one that cannot run here makes
         the verdict needs_gpu. Returns whether the diagnosis goes on."""
-        from diagnose.errors import BadInput
         self._quiet = True
         ref = self.launch(Role.REFERENCE, None, "reference check", self.sub.source, stages=["reference"])
         self._wait(self._states[ref.id].done)
@@ -385,18 +392,18 @@ class Engine:
     def fails_with(self, keep: list[str], removers: dict[str, Toggle], wait: bool = True) -> bool | None:
         """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
         stages up to the one that failed: they tell. None when the run cannot tell (see bisector.compare)."""
-        source = self.sub.source
-        # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
-        # would take the recompiles or the fullgraph failure away with it)
-        keep = list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
-                             if r in removers and r not in keep and bisector.toggle_rank(removers[r]) == 0]
-        removed = [n for n in removers if n not in keep]
-        for n in removed:
-            source = removers[n].apply(source)
-        label = "keep " + " + ".join(keep) if keep else "all suspects removed"
+        try:
+            source = self._combined(keep, removers)
+        except Exception:  # noqa: BLE001 - a toggle that cannot apply to this combination: it tells nothing
+            import traceback
+            self.errors.append(traceback.format_exc())
+            return None
         base = self.session.baseline
         failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
         stages = self.stages[: self.stages.index(failed.name) + 1] if failed else None
+        keep = self._kept(keep, removers)
+        removed = [n for n in removers if n not in keep]
+        label = "keep " + " + ".join(keep) if keep else "all suspects removed"
         if source == self.sub.source:
             run = base
         else:
@@ -408,6 +415,21 @@ class Engine:
             return None
         verdict = bisector.compare(self.session, base, run) if run is not base else "same"
         return {"same": True, "fixed": False, "moved": False}.get(verdict)
+
+    @staticmethod
+    def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
+        # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
+        # would take the recompiles or the fullgraph failure away with it)
+        return list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
+                             if r in removers and r not in keep and bisector.toggle_rank(removers[r]) == 0]
+
+    def _combined(self, keep: list[str], removers: dict[str, Toggle]) -> str:
+        source = self.sub.source
+        kept = self._kept(keep, removers)
+        for n in removers:
+            if n not in kept:
+                source = removers[n].apply(source)
+        return source
 
 
 def probe_table() -> list[dict]:

@@ -52,9 +52,24 @@ def closure(tree: ast.Module, lines: set[int]) -> list[ast.stmt]:
     return moved
 
 
-def defer(source: str, lines: tuple[int, ...]) -> str:
+def _text(source: str, node: ast.stmt) -> str:
+    return " ".join((ast.get_source_segment(source, node) or "").split())
+
+
+def statements_at(source: str, lines: tuple[int, ...]) -> tuple[str, ...]:
+    """The module-level statements at these lines, by their text: what `defer` looks for again in a source
+    other toggles have already edited (their lines move, their text does not)."""
     tree = ast.parse(source)
+    return tuple(_text(source, n) for n in tree.body if n.lineno in set(lines))
+
+
+def defer(source: str, lines: tuple[int, ...] = (), texts: tuple[str, ...] = ()) -> str:
+    tree = ast.parse(source)
+    if texts:
+        lines = tuple(n.lineno for n in tree.body if _text(source, n) in set(texts))
     work = closure(tree, set(lines))
+    if not work:
+        return source        # nothing left to move in this source
     entry = next(n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel")
     src = source.splitlines()
     first_line = lambda n: min([n.lineno] + [d.lineno for d in getattr(n, "decorator_list", [])])  # noqa: E731
@@ -102,6 +117,7 @@ def plan(ctx: PlanContext) -> Plan:
         return Plan(ABSENT, f"the import time went to definitions, settings or imports ({where}): loading libraries, "
                             f"not work this submission does at import", evidence={"seconds": hot})
     where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(movable.items()))
+    texts = statements_at(ctx.source, tuple(sorted(movable)))
     return Plan(RUN, f"import-time work at {where}",
-                [Toggle(INFO.name, "defer import work", partial(defer, lines=tuple(sorted(movable))), removes=True)],
+                [Toggle(INFO.name, "defer import work", partial(defer, texts=texts), removes=True)],
                 evidence={"seconds": movable})

@@ -22,8 +22,13 @@ INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  describe="the warmup iteration count", sites=("warmup",))
 
 
-def set_count(source: str, n: int, lines: tuple[int, ...]) -> str:
+def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = ()) -> str:
+    """Set the loops at `lines` (or, in a source other toggles have edited, the loops whose header reads
+    as one of `headers`) to n repetitions."""
     loops = scan_source(source).loops
+    if headers:
+        src = source.splitlines()
+        lines = tuple(ln for ln in loops if src[ln - 1].strip() in set(headers))
     edits = []
     for line in lines:
         lp = loops.get(line)
@@ -74,7 +79,9 @@ def plan(ctx: PlanContext) -> Plan:
     counts = [v["count"] for v in found.values() if isinstance(v["count"], (int, float))]
     timed = any(ctx.scan.loops.get(ln, {}).get("form") == "time" for ln in lines)
     top = max(counts) if counts else None
-    toggles = [Toggle(INFO.name, f"warmup N->{n}", partial(set_count, n=n, lines=lines), removes=n == 1)
+    src = ctx.source.splitlines()
+    headers = tuple(src[ln - 1].strip() for ln in lines)
+    toggles = [Toggle(INFO.name, f"warmup N->{n}", partial(set_count, n=n, headers=headers), removes=n == 1)
                for n in (1, 3) if top is None or top > n or (timed and n == 1)]
     if not toggles:
         return Plan(ABSENT, f"warmup loops already run {top} iteration(s) or fewer", evidence={"loops": found})

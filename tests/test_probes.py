@@ -217,3 +217,20 @@ def test_warmup_counts_however_they_are_written(loop, expect):
     v = set_count(src, 1, (site.line,))
     assert expect in v
     compile(v, "variant", "exec")
+
+
+def test_every_removing_toggle_composes_on_round9_including_evidence_located_ones():
+    """Toggles located from the baseline's evidence (import work, warmup loops) find their statements
+    again in a source the other toggles have edited: lines move, their text does not."""
+    from probes.warmup import set_count
+    src = ROUND9
+    heavy = next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("_santos_cache ="))
+    from probes.import_init import statements_at
+    texts = statements_at(src, (heavy,))
+    loops = tuple(l.strip() for l in src.splitlines() if l.strip() == "for _ in range(10):")
+    v = plans(src)["graph_capture"].toggles[0].apply(src)           # inserts a helper: every line moves
+    v = set_count(v, 1, headers=loops)
+    v = defer(v, texts=texts)
+    compile(v, "combined", "exec")
+    assert "for _ in range(10):" not in v and "_diagnose_init_done" in v
+    assert "_santos_cache = _SantosGraphCache()" not in v.split("def custom_kernel")[0]
