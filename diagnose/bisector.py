@@ -25,7 +25,7 @@ import math
 import statistics
 
 from diagnose import evidence, hotspots
-from diagnose.evidence import NOISE_ABS, NOISE_REL, effective
+from diagnose.evidence import NOISE_ABS, NOISE_REL, confirmations, effective
 from diagnose.measures import geomean, stage_seconds, steady_us
 from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Fix, FixCost, Inconclusive,
                               Role, Run, Session, Status)
@@ -251,7 +251,11 @@ def conclude(session: Session) -> None:
             causes.append(_outcome_cause(session, base, minimal, fixers))
         elif effective(session, base).outcome in FAILURES and (
                 not singles or any(v != "unknown" for v in verdicts.values())):
-            causes.append(_unfixed_cause(session, base))
+            # the run that failed: the baseline, or (a flaky baseline) its solo rerun that did
+            failed = base if base.failed_stage else next(
+                (c for c in confirmations(session, base) if c.failed_stage), None)
+            if failed is not None:
+                causes.append(_unfixed_cause(session, failed))
         causes += _time_savers(session, base, singles, verdicts, minimal)
     causes.sort(key=lambda c: (not c.changes_outcome, -max([v["saved_s"] for v in c.seconds_saved.values()
                                                              if v["claimed"]] or [0])))

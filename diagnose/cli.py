@@ -3,11 +3,16 @@
 Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk, tampering), 2 bad input or
 usage, 3 this machine cannot judge the submission (it needs a GPU this machine lacks), 130 / 143
 interrupted by SIGINT / SIGTERM (the partial session and report are written first).
+
+Commands stay thin: checking inputs is prepare.py's, running is the engine's, what is printed is the
+renderers'. Every bad value, typer's own type errors included, ends as one `error:` line and exit 2.
 """
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
+import os
 import signal
 import sys
 import threading
@@ -15,32 +20,39 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+import typer.core
 from rich.console import Console
-from rich.live import Live
-from rich.table import Table
+from rich.markup import escape
 
 import diagnose
-from diagnose import device, harness
+from diagnose import harness
 from diagnose.errors import BadInput
 
+try:   # typer >= 0.20 carries its own copy of click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as _cx
+
+class _Command(typer.core.TyperCommand):
+    """`Usage: diagnose run [OPTIONS] SUBMISSION`, as click and pytest write it (newer typer braces it)."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
+_NO_ARGS = getattr(_cx, "NoArgsIsHelpError", ())   # click >= 8.2: `diagnose` alone shows the help
+
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
                        "tested fix.")
-err = Console(stderr=True)
-out = Console()
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+out = Console(highlight=False, soft_wrap=True)
 
 
-def _fail(msg: str) -> None:
-    err.print(f"[bold red]error:[/] {msg}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
-
-
-def _stages(spec: str) -> list[str]:
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [s for s in names if s not in harness.STAGES]
-    if bad or not names:
-        raise BadInput(f"--stages: unknown stage {', '.join(bad) or '(none)'}; choose from {', '.join(harness.STAGES)}")
-    return [s for s in harness.STAGES if s in names]
+def _plain() -> bool:
+    """Piped, or under CI: plain lines, no live display."""
+    return bool(os.environ.get("CI")) or not err.is_terminal
 
 
 class _Signals:
@@ -62,265 +74,220 @@ class _Signals:
             signal.signal(s, h)
 
 
-def _prepare(submission: Path, problem, task, budget, stages, full, max_rss, keep, sample_repeats, small,
-             compile_budget=None):
-    from diagnose.runner.stages import RunSettings
-    from diagnose.submission import load_submission
-    from diagnose.tasks.loader import load_task
-    for flag, val in (("--budget", budget), ("--compile-budget", compile_budget), ("--max-rss", max_rss)):
-        if val is not None and not (val > 0 and val != float("inf")):
-            raise BadInput(f"{flag} must be a finite positive number, got {val:g}")
-    sub = load_submission(submission)
-    gpu = device.has_gpu()
-    t = load_task(problem, task, small=small if small is not None else not gpu)
-    settings = RunSettings(task=t, stages=_stages(stages), budgets=harness.stage_budgets(budget, t.timeouts, compile_budget),
-                           depth="full" if full else "predict", sample_repeats=sample_repeats,
-                           max_rss_mb=max_rss, keep=keep)
-    return sub, gpu, settings
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"diagnose {diagnose.__version__}")
+        raise typer.Exit(0)
 
 
-def _new_session(sub, settings, gpu, command):
-    from diagnose.scan import scan_source
-    from diagnose.session import Session
-    return Session(
-        submission={"path": _shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
-        task={**settings.task.to_dict(), "directory": "(built-in)" if settings.task.builtin else settings.task.directory,
-              "files": [[n, s if s == "@SUBMISSION@" else _shown_path(Path(s))] for n, s in settings.task.files]},
-        command=command, tool_version=diagnose.__version__,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
-                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(settings.task)},
-        scan=scan_source(sub.source, sub.tree).to_list())
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="Show the version and exit.")):
+    """Find out why a GPU kernel submission times out or crashes, with measurements and a tested fix."""
 
 
-def _evaluator(t) -> str:
-    if t.evaluator:
-        return (f"the problem's own {t.evaluator} (from {t.evaluator_source}), run as the harness runs it; it decides "
-                f"inputs, repeats, flush, seeds and checks")
-    return ("diagnose's model of GPU MODE's eval_better_bench.py: 50 inputs per case, CUDA events around 50 calls, "
-            "an L2 flush per repeat, the stopping rule" + ("" if t.builtin else " (the folder ships no evaluator)"))
+def _progress(prep, verbosity: int):
+    from diagnose.renderers.progress import LiveProgress, PlainProgress, Progress
+    budgets, planned = prep.settings.budgets, lambda: len(prep.session.runs)
+    if verbosity < 0:
+        return Progress(budgets, planned), contextlib.nullcontext()
+    if _plain() or verbosity > 0:
+        return PlainProgress(budgets, sys.stderr, verbose=verbosity > 0, planned=planned), contextlib.nullcontext()
+    from rich.live import Live
+    p = LiveProgress(budgets, planned)
+    return p, Live(p, console=err, refresh_per_second=4, transient=False)
 
 
-def _shown_path(p: Path) -> str:
-    """The submission's path as a user would write it: relative to the working directory when inside it."""
-    try:
-        return str(p.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(p)
-
-
-def _out_dir(out_opt: Optional[Path], stem: str) -> Path:
-    if out_opt:
-        return out_opt
-    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S-%f")
-    return Path("reports") / f"{stem}-{stamp}"
-
-
-def _finish(session, outdir: Path) -> None:
-    from diagnose.output import save_all
-    events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
-    env = next((e for e in events if e["k"] == "env"), None)
-    if env:
-        session.environment = {k: v for k, v in env.items() if k not in ("k", "t", "pid")}
-    flushes = [e for e in events if e["k"] == "flush"]
-    if flushes:
-        lo, hi = min(e["bytes"] for e in flushes), max(e["bytes"] for e in flushes)
-        want = flushes[0]["wanted"]
-        session.harness["flush"] = "none (CPU)" if flushes[0].get("device") == "cpu" else (
-            f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
-            (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
-             if lo < want else ""))
-    save_all(outdir, session)
-
-
-def _problem_options(settings) -> dict:
-    """What a problem folder changes about a diagnosis: its reference is checked alone first; a folder
-    that ships its own evaluator has it decide the timing, and those stages run with nothing beside them."""
-    t = settings.task
-    return {"preflight": not t.builtin, "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-            "problem": t.directory, "gpus_for": t.gpus}
-
-
-def _cannot_judge(session, settings) -> bool:
-    """A multi-GPU problem on a machine with too few GPUs: say so, with no run."""
-    from diagnose.session import Status, Verdict
-    need, have = settings.task.world_size, device.gpu_count()
-    if need <= 1 or need <= have:
-        return False
-    session.verdict = Verdict(Status.NEEDS_GPU, message=f"this problem needs {need} GPUs; this machine has {have}",
-                              note="a multi-GPU problem runs one process per rank: run it on a machine with "
-                                   f"{need} GPUs")
-    session.complete = True
-    return True
-
-
-def _print(lines) -> None:
-    for line in lines:
-        out.print(line, highlight=False, soft_wrap=True)
-
-
-@app.command()
-def run(
-    submission: Path = typer.Argument(..., help="The submission .py file (defines custom_kernel)."),
-    problem: Optional[Path] = typer.Option(None, "--problem", help="GPU MODE problem directory (reference.py, task.yml)."),
-    task: str = typer.Option("fp8-dual-gemm", "--task", help="Built-in task, when no --problem is given."),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds per stage (default 180; compile step 120)."),
-    compile_budget: Optional[float] = typer.Option(None, "--compile-budget", help="Seconds for the compile step (default 120)."),
-    stages: str = typer.Option(",".join(harness.STAGES), "--stages", help="Comma-separated stages to run."),
-    full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
-    probes: Optional[str] = typer.Option(None, "--probes", help="Comma-separated probes (default: all present); "
-                                                                "'none' runs the submission only."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", help="Runs at a time (default from CPUs and memory)."),
-    repeat: int = typer.Option(1, "--repeat", help="Run the baseline and each variant N times (median, spread)."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU ids to spread runs over, e.g. 0,1."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output directory (default reports/<stem>-<time>)."),
-    fix: Optional[Path] = typer.Option(None, "--fix", help="Write the verified fix's full source here."),
-    max_rss: Optional[float] = typer.Option(None, "--max-rss", help="Kill a run whose process tree passes this many MB."),
-    keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
-    sample_repeats: int = typer.Option(10, "--sample-repeats", help="Timed repeats per benchmark case when predicting."),
-    small: Optional[bool] = typer.Option(None, "--small/--full-shapes", help="Shape set (default: small without a GPU)."),
-    no_sample: bool = typer.Option(False, "--no-sample", help="Turn off the line sampler (to measure its own cost)."),
-):
-    """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
-    from diagnose.engine import Engine, Options
-    from diagnose.live import LiveState
+def _engine(prep, opts, stop, outdir, progress, concurrent=False):
+    from diagnose.engine import Engine
     from diagnose.runner.stages import StageRunner
-    from probes import BY_NAME
-    try:
-        if repeat < 1 or (jobs is not None and jobs < 1) or sample_repeats < 2:
-            raise BadInput("--repeat and --jobs must be at least 1, --sample-repeats at least 2")
-        sub, gpu, settings = _prepare(submission, problem, task, budget, stages, full, max_rss, keep,
-                                      sample_repeats, small, compile_budget)
-        settings.sample = not no_sample
-        names = None
-        if probes is not None:
-            names = [p.strip() for p in probes.split(",") if p.strip()]
-            if names == ["none"]:
-                names = []
-            unknown = [p for p in names if p not in BY_NAME]
-            if unknown:
-                raise BadInput(f"--probes: unknown probe {', '.join(unknown)}; see `diagnose probes`")
-        gpu_ids = [g.strip() for g in gpus.split(",") if g.strip()] if gpus else []
-    except BadInput as e:
-        _fail(str(e))
-    outdir = _out_dir(out_dir, sub.stem)
-    session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
-    njobs = jobs or device.default_jobs()
-    session.harness["concurrency"] = f"up to {njobs} run(s) at once" + (f" over GPUs {gpus}" if gpus else "")
-    live_state = LiveState(settings.budgets)
     save_lock = threading.Lock()
 
     def save(s):
+        from diagnose.prepare import environment
         with save_lock:
-            _finish(s, outdir)
+            environment(s)
+            if outdir is not None:
+                outdir.save(s)
+    runner = StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
+                         on_event=progress.on_event)
+    return Engine(prep.sub, prep.session, prep.settings.stages, opts, runner, on_save=save, stop=stop,
+                  on_run_done=progress.on_run_done, on_stage=progress.on_stage), save
+
+
+def _verbosity(quiet: bool, verbose: bool) -> int:
+    return -1 if quiet else (1 if verbose else 0)
+
+
+SUBMISSION = typer.Argument(..., metavar="SUBMISSION", show_default=False,
+                            help="The submission .py file (defines custom_kernel).")
+PROBLEM = typer.Option(None, "--problem", metavar="DIR", help="GPU MODE problem directory (reference.py, task.yml).")
+TASK = typer.Option("fp8-dual-gemm", "--task", metavar="NAME", help="Built-in task, when no --problem is given.")
+BUDGET = typer.Option(None, "--budget", "-b", metavar="SECONDS", help="Seconds per stage (default 180; compile step 120).")
+SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
+                     help="Shape set: the small one or the task's own (default: small without a GPU).")
+QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Also print each phase as it ends.")
+
+
+@app.command(cls=_Command)
+def run(
+    submission: Path = SUBMISSION,
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = typer.Option(None, "--compile-budget", metavar="SECONDS",
+                                                   help="Seconds for the compile step (default 120)."),
+    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST",
+                               help="Comma-separated stages to run."),
+    full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
+    probes: Optional[str] = typer.Option(None, "--probes", "-p", metavar="LIST",
+                                         help="Comma-separated probes (default: all present); 'none' runs the "
+                                              "submission only."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time (default from CPUs "
+                                                                                "and memory)."),
+    repeat: int = typer.Option(1, "--repeat", metavar="N", help="Run the baseline and each variant N times."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="IDS", help="GPU ids to spread runs over, e.g. 0,1."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                           help="Output directory (default reports/<stem>-<time>)."),
+    fix: Optional[Path] = typer.Option(None, "--fix", metavar="FILE", help="Write the verified fix's full source here."),
+    max_rss: Optional[float] = typer.Option(None, "--max-rss", metavar="MB",
+                                            help="Kill a run whose process tree passes this many MB."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
+    sample_repeats: int = typer.Option(10, "--sample-repeats", metavar="N",
+                                       help="Timed repeats per benchmark case when predicting."),
+    small: Optional[bool] = SMALL,
+    no_sample: bool = typer.Option(False, "--no-sample", help="Turn off the line sampler (to measure its own cost)."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
+):
+    """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
+    from diagnose.engine import Options
+    from diagnose.output import OutDir, write_atomic
+    from diagnose.prepare import Inputs, cannot_judge, prepare, problem_options
     from diagnose.renderers.console import exit_code, run_summary
-    if _cannot_judge(session, settings):
-        save(session)
-        _print(run_summary(session, str(outdir / "report.md")))
-        raise typer.Exit(exit_code(session))
-    if settings.task.world_size > 1:
-        njobs = 1      # the evaluator takes every GPU for its ranks
+    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, stages, full, max_rss, keep,
+                          sample_repeats, small, not no_sample, probes, jobs, repeat, gpus))
+    if fix is not None and fix.is_dir():
+        raise BadInput(f"--fix {fix}: is a directory; give a file name")
+    outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
+                    "--out")
+    session, report = prep.session, str(outdir.path / "report.md")
+    progress, shown = _progress(prep, _verbosity(quiet, verbose))
     with _Signals() as sig:
-        opts = Options(probes=names, jobs=njobs, repeat=repeat, gpu=gpu, bisect=names != [],
-                       **_problem_options(settings))
-        runner = StageRunner(settings, gpus=gpu_ids or [None], concurrent=njobs > 1, on_event=live_state.on_event)
-        eng = Engine(sub, session, settings.stages, opts, runner, on_save=save, stop=sig.stop,
-                     on_run_done=live_state.on_run_done)
-        try:
-            with Live(live_state, console=err, refresh_per_second=4, transient=True):
+        opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
+                       **problem_options(prep.settings))
+        eng, save = _engine(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1)
+        if not cannot_judge(session, prep.settings):
+            with shown:
                 eng.diagnose()
-        except BadInput as e:
-            _fail(str(e))
     if eng.errors:
         session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
                              f"{eng.errors[0].strip().splitlines()[-1]}")
         err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
-                  f"and were not used as evidence", highlight=False)
+                  f"and were not used as evidence")
     save(session)
     if fix and session.fix:
-        from diagnose.output import write_atomic
         write_atomic(fix, eng.sources[session.fix.run])
-    _print(run_summary(session, str(outdir / "report.md")))
+    for line in run_summary(session, report, quiet=quiet):
+        out.print(line)
     if sig.code:
-        err.print(f"interrupted: partial report written to {outdir}", highlight=False)
+        err.print(f"interrupted: partial report written to {escape(str(outdir.path))}")
         raise typer.Exit(sig.code)
     raise typer.Exit(exit_code(session))
 
 
-@app.command()
+@app.command(cls=_Command)
 def check(
-    submission: Path = typer.Argument(..., help="The submission .py file."),
-    problem: Optional[Path] = typer.Option(None, "--problem", help="GPU MODE problem directory."),
-    task: str = typer.Option("fp8-dual-gemm", "--task"),
-    budget: Optional[float] = typer.Option(None, "--budget", help="Seconds per stage (default 180)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Also write session.json and report.md here."),
-    small: Optional[bool] = typer.Option(None, "--small/--full-shapes"),
+    submission: Path = SUBMISSION,
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                           help="Also write session.json and report.md here."),
+    small: Optional[bool] = SMALL,
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
 ):
     """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
-    1 at risk or failing, 2 bad input."""
-    from diagnose.engine import Engine, Options
+    1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
+    from diagnose.engine import Options
+    from diagnose.output import OutDir
+    from diagnose.prepare import Inputs, cannot_judge, prepare, problem_options
+    from diagnose.renderers.console import check_exit, check_table
     from diagnose.risks import static_risks
-    from diagnose.runner.stages import StageRunner
-    try:
-        sub, gpu, settings = _prepare(submission, problem, task, budget, ",".join(harness.STAGES), False, None,
-                                      False, 5, small)
-    except BadInput as e:
-        _fail(str(e))
-    session = _new_session(sub, settings, gpu, ["diagnose"] + sys.argv[1:])
-    risks = static_risks(session.scan)
+    prep = prepare(Inputs(submission, problem, task, budget, sample_repeats=5, small=small, jobs=1))
+    outdir = OutDir(out_dir, "--out") if out_dir else None
+    progress, shown = _progress(prep, _verbosity(quiet, verbose))
     with _Signals() as sig:
-        if not _cannot_judge(session, settings):
-            runner = StageRunner(settings)
-            eng = Engine(sub, session, settings.stages, Options(probes=[], jobs=1, gpu=gpu, bisect=False,
-                                                                confirm=False, **_problem_options(settings)),
-                         runner, stop=sig.stop)
-            try:
-                with err.status("cold harness pass…"):
-                    eng.diagnose()
-            except BadInput as e:
-                _fail(str(e))
-    if out_dir:
-        _finish(session, out_dir)
-    from diagnose.renderers.console import check_table
-    lines, safe = check_table(session, risks, str(sub.path), gpu)
-    _print(lines)
-    if sig.code:
-        raise typer.Exit(sig.code)
-    if session.verdict.status.value == "needs_gpu":
-        raise typer.Exit(3)
-    raise typer.Exit(0 if safe else 1)
+        opts = Options(probes=[], jobs=1, gpu=prep.gpu, bisect=False, confirm=False, **problem_options(prep.settings))
+        eng, save = _engine(prep, opts, sig.stop, outdir, progress)
+        if not cannot_judge(prep.session, prep.settings):
+            with shown:
+                eng.diagnose()
+    save(prep.session)
+    lines, safe = check_table(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
+                              prep.gpu, quiet=quiet)
+    for line in lines:
+        out.print(line)
+    raise typer.Exit(sig.code or check_exit(prep.session, safe))
 
 
-@app.command("probes")
+@app.command("probes", cls=_Command)
 def probes_cmd():
     """List the probe registry."""
     from diagnose.engine import probe_table
-    t = Table(title="probes (run in this order)")
-    for col in ("name", "suspect", "finds it by", "toggles"):
-        t.add_column(col)
-    for p in probe_table():
-        t.add_row(p["name"], p["suspect"], p["finds"], p["toggles"])
-    out.print(t)
+    from diagnose.renderers.console import probes_table
+    out.print(probes_table(probe_table()))
 
 
-@app.command()
+@app.command(cls=_Command)
 def report(
-    session_file: Path = typer.Argument(..., help="A session.json written by `diagnose run`."),
-    fmt: str = typer.Option("md", "--format", help="md | json | trace"),
+    session_file: Path = typer.Argument(..., metavar="SESSION_JSON", show_default=False,
+                                        help="A session.json written by `diagnose run`."),
+    fmt: str = typer.Option("md", "--format", "-f", metavar="FORMAT", help="md | json | trace"),
 ):
     """Re-render a saved session offline (no run)."""
     from diagnose.renderers import RENDERERS
     from diagnose.session import Session
     if fmt not in RENDERERS:
-        _fail(f"--format must be one of {', '.join(RENDERERS)}, got {fmt!r}")
+        raise BadInput(f"--format must be one of {', '.join(RENDERERS)}, got {fmt!r}")
     try:
-        session = Session.from_dict(json.loads(session_file.read_text(encoding="utf-8")))
+        data = json.loads(session_file.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        _fail(f"{session_file}: no such file")
-    except (ValueError, TypeError, KeyError, UnicodeDecodeError, IsADirectoryError) as e:
-        _fail(f"{session_file}: not a readable diagnose session: {str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        raise BadInput(f"{session_file}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{session_file}: is a directory; give its session.json") from None
+    except (ValueError, UnicodeDecodeError, OSError):
+        raise BadInput(f"{session_file}: not a diagnose session (not a JSON file)") from None
+    if not isinstance(data, dict) or "schema_version" not in data or "verdict" not in data:
+        raise BadInput(f"{session_file}: not a diagnose session (JSON, but no schema_version and verdict)")
+    try:
+        session = Session.from_dict(data)
+    except (ValueError, TypeError, KeyError) as e:
+        raise BadInput(f"{session_file}: a diagnose session this version cannot read: "
+                       f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     sys.stdout.write(RENDERERS[fmt](session))
 
 
-def main() -> None:
-    app()
+def _error(msg: str, code: int = 2) -> int:
+    err.print(f"[bold red]error:[/] {escape(msg)}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: usage errors (typer's too) and BadInput become one `error:` line and exit 2."""
+    try:
+        rv = app(argv, standalone_mode=False, prog_name="diagnose")
+    except _NO_ARGS as e:
+        out.print(e.ctx.get_help() if e.ctx else "")
+        sys.exit(2)
+    except _cx.UsageError as e:
+        sys.exit(_error(e.format_message().replace("\n", " ")))
+    except BadInput as e:
+        sys.exit(_error(str(e)))
+    except _cx.Abort:
+        sys.exit(130)
+    except _cx.ClickException as e:
+        sys.exit(_error(e.format_message(), e.exit_code))
+    sys.exit(rv if isinstance(rv, int) else 0)

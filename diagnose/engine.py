@@ -59,10 +59,11 @@ class _State:
 
 class Engine:
     def __init__(self, sub: Submission, session: Session, stages: list[str], opts: Options, runner: Runner,
-                 on_save=None, stop: threading.Event | None = None, on_run_done=None):
+                 on_save=None, stop: threading.Event | None = None, on_run_done=None, on_stage=None):
         self.sub, self.session, self.stages, self.opts, self.runner = sub, session, stages, opts, runner
         self.on_save = on_save or (lambda s: None)
         self.on_run_done = on_run_done or (lambda r: None)
+        self.on_stage = on_stage or (lambda r: None)
         self.stop = stop or threading.Event()
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
         self.lock = threading.RLock()
@@ -147,7 +148,8 @@ class Engine:
             with self.lock:
                 st.done.set()
                 self._changed.notify_all()
-            self.on_run_done(run)
+            if not self._quiet:
+                self.on_run_done(run)
             return
         stage = st.stages[st.next]
         base = self.session.baseline
@@ -187,7 +189,7 @@ class Engine:
         if job.solo:
             st.run.solo = True
         try:
-            self.runner.execute(job, lambda r: self.save(), self.stop)
+            self.runner.execute(job, self._stage_done, self.stop)
         except Exception as e:  # noqa: BLE001 - a bug of ours: say so on the run, keep the rest going
             import traceback
             msg = f"{type(e).__name__}: {e}"
@@ -198,6 +200,11 @@ class Engine:
             with self.lock:
                 self._changed.notify_all()
             self._advance(st)
+
+    def _stage_done(self, run: Run) -> None:
+        self.save()
+        if not self._quiet:
+            self.on_stage(run)
 
     def _wait(self, event: threading.Event) -> bool:
         while not event.wait(0.2):
@@ -310,7 +317,14 @@ class Engine:
             import traceback
             self.errors.append(traceback.format_exc())
             self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
-            return self._finish()
+            try:
+                return self._finish()
+            except Exception:  # noqa: BLE001 - concluding is what failed: no causes, the runs' verdict only
+                self.errors.append(traceback.format_exc())
+                s.causes, s.cleared, s.inconclusive, s.fix = [], [], [], None
+                s.verdict = summary.verdict(s, interrupted=self.stop.is_set())
+                s.verdict.note = "diagnose failed while concluding (a bug in diagnose): no causes are stated"
+                return s
         finally:
             self.sched.close()
             kept = self.runner.close()

@@ -1,7 +1,8 @@
 """Validate a submission before any process starts.
 
 Everything here is static: the file is read and parsed, never executed. A submission must be a readable
-UTF-8 Python file that defines a callable `custom_kernel` at module level.
+UTF-8 Python file that binds a callable `custom_kernel` at module level (by Python's own rules: inside
+`if`/`try` too, and through globals(), which only the run can settle).
 """
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
+from diagnose.bindings import binds_dynamically, bindings
 from diagnose.errors import BadInput
 
 ENTRY = "custom_kernel"
@@ -31,18 +33,17 @@ class Submission:
 
 
 def _entry_kind(tree: ast.Module) -> str | None:
-    """How the module binds `custom_kernel`: 'def', 'import', 'assign:<node>', or None."""
+    """How the module binds `custom_kernel` last: 'def', 'import', 'assign:<node>', 'other', or None."""
     kind = None
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == ENTRY:
+    for node in bindings(tree).get(ENTRY, []):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             kind = "def"
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
-            if any((a.asname or a.name.split(".")[0]) == ENTRY for a in node.names):
-                kind = "import"
-        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            if any(isinstance(t, ast.Name) and t.id == ENTRY for t in targets) and node.value is not None:
-                kind = "assign:" + type(node.value).__name__
+            kind = "import"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            kind = "assign:" + type(node.value).__name__
+        else:
+            kind = "other"
     return kind
 
 
@@ -57,16 +58,21 @@ def load_submission(path: str | Path) -> Submission:
     except OSError as e:
         raise BadInput(f"{p}: cannot read: {e.strerror}") from None
     try:
-        source = raw.decode("utf-8")
+        source = raw.decode("utf-8-sig")     # Python itself accepts a byte order mark
     except UnicodeDecodeError as e:
         raise BadInput(f"{p}: not UTF-8 text (byte {e.start}: {raw[e.start:e.start + 1]!r})") from None
     if not source.strip():
         raise BadInput(f"{p}: the file is empty; it must define {ENTRY}(data)")
     try:
         tree = ast.parse(source, filename=str(p))
+        compile(tree, str(p), "exec", dont_inherit=True)   # what parsing alone lets through ('return' outside a def)
     except SyntaxError as e:
         raise BadInput(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
+    except (RecursionError, MemoryError, ValueError) as e:
+        raise BadInput(f"{p}: Python cannot compile it: {type(e).__name__}: {str(e)[:200]}") from None
     kind = _entry_kind(tree)
+    if kind is None and binds_dynamically(tree):
+        kind = "dynamic"    # bound through globals() or the like: the run's import will tell
     if kind is None:
         raise BadInput(f"{p}: defines no {ENTRY}; the harness calls {ENTRY}(data)")
     # Literals can never be called; anything else (a lambda, a name, a call) may be.

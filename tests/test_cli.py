@@ -1,5 +1,7 @@
 """The CLI as a user runs it: real subprocesses, exit codes, files written, errors in one line."""
+import fcntl
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -48,6 +50,54 @@ def test_bad_options(tmp_path):
     assert "--budget" in one_error_line(cli("run", HEALTHY, "--budget", "-3"))
     assert "unknown probe" in one_error_line(cli("run", HEALTHY, "--probes", "nope"))
     assert "unknown task" in one_error_line(cli("run", HEALTHY, "--task", "nope"))
+
+
+@pytest.mark.parametrize("args,names", [
+    (["--budget", "abc"], "'--budget'"),          # typer's own type error, as one line
+    (["--budget", "nan"], "--budget"),
+    (["--budget", "inf"], "--budget"),
+    (["-j", "0"], "--jobs"),
+    (["--repeat", "0"], "--repeat"),
+    (["--gpus", "0"], "--gpus"),                  # no GPU on this machine
+    (["--nope"], "--nope"),
+])
+def test_every_bad_value_is_one_error_line_naming_the_option(tmp_path, args, names):
+    res = cli("run", HEALTHY, *args, "--out", tmp_path / "o")
+    assert res.returncode == 2
+    assert names in one_error_line(res)
+    assert not (tmp_path / "o").exists()
+
+
+def test_out_must_be_a_writable_directory_that_no_other_run_holds(tmp_path):
+    f = tmp_path / "file"
+    f.write_text("x")
+    assert "not a directory" in one_error_line(cli("run", HEALTHY, "-o", f))
+    assert f.read_text() == "x"
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o500)
+    if not os.access(ro, os.W_OK):      # root can write anywhere: nothing to test then
+        assert "--out" in one_error_line(cli("run", HEALTHY, "-o", ro / "sub"))
+    held = tmp_path / "held"
+    held.mkdir()
+    fd = os.open(held, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)      # as a running diagnose holds its --out
+    try:
+        assert "another diagnose run" in one_error_line(cli("run", HEALTHY, "-o", held))
+    finally:
+        os.close(fd)
+
+
+def test_version_short_help_and_usage_line():
+    res = cli("--version")
+    assert res.returncode == 0 and res.stdout.startswith("diagnose ")
+    res = cli("run", "-h")
+    assert res.returncode == 0
+    assert res.stdout.splitlines()[0] == "Usage: diagnose run [OPTIONS] SUBMISSION"
+    for opt in ("-o, --out", "-j, --jobs", "-q, --quiet", "-v, --verbose", "-b, --budget", "--task",
+                "--small / --full-shapes"):
+        assert opt in res.stdout, opt
+    assert "<bool>" not in res.stdout
 
 
 def test_bad_problem_directories(tmp_path):
@@ -104,9 +154,10 @@ def test_run_healthy_writes_the_contract_and_exits_0(tmp_path):
 def test_report_rejects_what_is_not_a_session(tmp_path):
     f = tmp_path / "s.json"
     f.write_text("{\"a\": 1}")
-    assert "not a readable diagnose session" in one_error_line(cli("report", f))
+    assert "not a diagnose session" in one_error_line(cli("report", f))
     f.write_text("not json")
-    assert "not a readable diagnose session" in one_error_line(cli("report", f))
+    assert "not a diagnose session (not a JSON file)" in one_error_line(cli("report", f))
+    assert "not a diagnose session" in one_error_line(cli("report", HEALTHY))
     assert "no such file" in one_error_line(cli("report", tmp_path / "none.json"))
 
 

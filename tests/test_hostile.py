@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import psutil
 import pytest
@@ -20,33 +21,48 @@ from tests.conftest import FIXTURES, ROOT, cli
 
 H = FIXTURES / "hostile"
 
+# fixture, status, stage, message fragment, line marker in the source (or None), also through `check`
 CASES = [
-    # fixture, status, stage, message fragment, line marker in the source (or None)
-    ("exit0_at_import.py", "crash", "test", "SystemExit: 0", None),
-    ("raise_systemexit.py", "crash", "test", "SystemExit", None),
-    ("os_exit_at_import.py", "crash", "compile", "exit code 3", None),
-    ("loop_at_import.py", "timeout", "compile", "budget", "IMPORT-LOOP"),
-    ("segfault_at_import.py", "crash", "compile", "signal SIGSEGV", "SEGV-LINE"),
-    ("sigkill_self.py", "crash", "compile", "signal SIGKILL", None),
-    ("sleep_in_c.py", "timeout", "test", "budget", "SLEEP-LINE"),
-    ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE"),
-    ("returns_none.py", "wrong", "test", "expected a torch.Tensor, got NoneType", None),
-    ("wrong_shape.py", "wrong", "test", "shape", None),
-    ("wrong_dtype.py", "wrong", "test", "dtype torch.float32", None),
-    ("nans.py", "wrong", "test", "NaN", None),
+    ("exit0_at_import.py", "crash", "test", "SystemExit: 0", None, False),
+    ("raise_systemexit.py", "crash", "test", "SystemExit", None, False),
+    ("os_exit_at_import.py", "crash", "compile", "exit code 3", None, False),
+    ("loop_at_import.py", "timeout", "compile", "budget", "IMPORT-LOOP", True),
+    ("segfault_at_import.py", "crash", "compile", "signal SIGSEGV", "SEGV-LINE", False),
+    ("sigkill_self.py", "crash", "compile", "signal SIGKILL", None, False),
+    ("sleep_in_c.py", "timeout", "test", "budget", "SLEEP-LINE", False),
+    ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE", False),
+    ("main_hangs_helper_busy.py", "timeout", "test", "budget", "MAIN-LINE", False),   # the main thread's line
+    ("fifo_stacks.py", "timeout", "test", "budget", "FIFO-LOOP", False),             # never blocks the tool
+    ("returns_none.py", "wrong", "test", "expected a torch.Tensor, got NoneType", None, True),
+    ("wrong_shape.py", "wrong", "test", "shape", None, False),
+    ("wrong_dtype.py", "wrong", "test", "dtype torch.float32", None, False),
+    ("nans.py", "wrong", "test", "NaN", None, False),
+    ("deep_recursion.py", "crash", "test", "RecursionError", "RECURSE-LINE", False),
+    ("markup_message.py", "crash", "test", "[bold red]boom[/] in [/tmp/x] and [red]", "MARKUP-LINE", False),
     # the work finishes, but `python3` never exits: the harness times out, and so do we, in interpreter_exit
-    ("thread_forever.py", "timeout", "compile", "did not exit", "THREAD-LINE"),
-    ("atexit_forever.py", "timeout", "compile", "did not exit", "ATEXIT-LINE"),
+    ("thread_forever.py", "timeout", "compile", "did not exit", "THREAD-LINE", True),
+    ("atexit_forever.py", "timeout", "compile", "did not exit", "ATEXIT-LINE", False),
+    # forged verdicts and replaced judges
+    ("forge_stage_done.py", "tampered", "test", "wrote a 'stage done' to the tool's channel", None, True),
+    ("replace_checker.py", "tampered", "test", "reference.check_implementation was replaced", "TAMPER-LINE", True),
+    ("replace_timer.py", "tampered", "compile", "time.perf_counter was replaced", "TIMER-LINE", True),
+    # valid code that Python runs, and hostility that must not change a passing verdict
+    ("bom.py", "ok", None, "every stage passed", None, True),
+    ("kernel_in_try.py", "ok", None, "every stage passed", None, False),
+    ("kernel_via_globals.py", "ok", None, "every stage passed", None, False),
+    ("deep_expression.py", "ok", None, "every stage passed", None, False),
+    ("fork_child_exits.py", "ok", None, "every stage passed", None, False),
+    ("garbage_events.py", "ok", None, "every stage passed", None, False),
+    ("stop_parent.py", "ok", None, "every stage passed", None, True),
+    ("double_fork_empty_env.py", "ok", None, "every stage passed", None, False),
 ]
+RUN_BUDGET, CHECK_BUDGET = 8, 15    # the failing cases fail at any budget; the passing ones take ~3 s
+TOOL_LIMIT = 150                     # no case may hold the tool longer than this
 
 
 def temp_dirs():
     """diagnose's temporary directories in this test's own TMPDIR (conftest gives each test one)."""
     return set(glob.glob(os.path.join(os.environ["TMPDIR"], "diagnose-*")))
-
-
-def marker_line(name, marker):
-    return next(i for i, l in enumerate((H / name).read_text().splitlines(), 1) if marker in l)
 
 
 @pytest.fixture
@@ -56,26 +72,115 @@ def no_temp_left():
     assert temp_dirs() - before == set()
 
 
-@pytest.mark.parametrize("name,status,stage,fragment,marker", CASES)
-def test_run_and_check(tmp_path, no_temp_left, name, status, stage, fragment, marker):
-    sub = H / name
-    digest = hashlib.sha256(sub.read_bytes()).hexdigest()
-    res = cli("run", sub, "--probes", "none", "--stages", "compile,test", "--budget", "5", "--out", tmp_path / "run")
-    assert res.returncode == (0 if status == "ok" else 1), res.stderr
-    assert "Traceback" not in res.stderr
-    s = json.loads((tmp_path / "run" / "session.json").read_text())
+def marker_line(name, marker):
+    return next(i for i, l in enumerate((H / name).read_text().splitlines(), 1) if marker in l)
+
+
+def _one_case(root, case):
+    """One fixture through `run` (and `check`), in a TMPDIR of its own; what a test then asserts on."""
+    name, _status, _stage, _frag, _marker, gate = case
+    d = root / name
+    tmp = d / "tmp"
+    tmp.mkdir(parents=True)
+    env = {"TMPDIR": str(tmp), "PIDFILE": str(d / "pids")}
+    digest = hashlib.sha256((H / name).read_bytes()).hexdigest()
+    t0 = time.time()
+    budget = RUN_BUDGET if case[1] != "ok" else 60     # passing cases: no load may time them out
+    run = cli("run", H / name, "--probes", "none", "--stages", "compile,test", "--budget", budget,
+              "--out", d / "run", env=env, timeout=TOOL_LIMIT)
+    res = {"run": run, "run_s": time.time() - t0, "dir": d}
+    if gate:
+        # a passing case keeps the default budgets: a CPU benchmark is slow, and says nothing about a GPU's
+        budget = ["--budget", CHECK_BUDGET] if case[1] != "ok" else []
+        res["check"] = cli("check", H / name, *budget, "--out", d / "check", env=env, timeout=TOOL_LIMIT)
+    res["untouched"] = hashlib.sha256((H / name).read_bytes()).hexdigest() == digest
+    res["temp_left"] = sorted(os.listdir(tmp))
+    return name, res
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory):
+    """Every case at once, three at a time: most of them sleep or hang against their budget, so the
+    suite costs about a third of their sum (the budgets stay large against torch's import, ~3 s)."""
+    root = tmp_path_factory.mktemp("hostile")
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        return dict(pool.map(lambda c: _one_case(root, c), CASES))
+
+
+@pytest.mark.parametrize("name,status,stage,fragment,marker,gate", CASES)
+def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragment, marker, gate):
+    res = outcomes[name]
+    run = res["run"]
+    assert run.returncode == (0 if status == "ok" else 1), run.stdout + run.stderr
+    assert "Traceback" not in run.stderr and "Traceback" not in run.stdout
+    s = json.loads((res["dir"] / "run" / "session.json").read_text())
     v = s["verdict"]
-    assert (v["status"], v["stage"]) == (status, stage), v
+    assert (v["status"], v.get("stage")) == (status, stage), v
     assert fragment in v["message"], v["message"]
     if fragment == "did not exit":
         assert v["phase"] == "interpreter_exit"
     if marker:
         assert v["site"] and v["site"]["line"] == marker_line(name, marker), v
-    assert (tmp_path / "run" / "report.md").read_text().startswith("# diagnose")
-    res = cli("check", sub, "--budget", "10", "--out", tmp_path / "check")
-    assert res.returncode == (0 if status == "ok" else 1), res.stdout + res.stderr
-    assert json.loads((tmp_path / "check" / "session.json").read_text())["verdict"]["status"] == status
-    assert hashlib.sha256(sub.read_bytes()).hexdigest() == digest
+    assert (res["dir"] / "run" / "report.md").read_text().startswith("# diagnose")
+    assert (res["dir"] / "run" / "session.json").stat().st_size < 2 << 20     # evidence is bounded
+    if gate:
+        chk = res["check"]
+        # a passing submission may still be AT RISK on a CPU: its predicted benchmark is over budget there
+        over = status == "ok" and "AT RISK (ok, over budget)" in chk.stdout and "on a CPU over budget" in chk.stdout
+        assert chk.returncode == (0 if status == "ok" and not over else 1), chk.stdout + chk.stderr
+        assert "Traceback" not in chk.stderr
+        assert json.loads((res["dir"] / "check" / "session.json").read_text())["verdict"]["status"] == status
+    assert res["untouched"]
+    assert res["temp_left"] == []
+    pids = (res["dir"] / "pids").read_text().split() if (res["dir"] / "pids").exists() else []
+    alive = [p for p in map(int, pids) if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
+    assert alive == [], f"detached processes survived: {alive}"
+
+
+def test_hostile_text_is_printed_as_itself(outcomes):
+    out = outcomes["markup_message.py"]["run"].stdout
+    assert "[bold red]boom[/] in [/tmp/x] and [red]" in out
+
+
+def test_writes_to_the_channel_are_kept_as_evidence_and_never_acted_on(outcomes):
+    s = json.loads((outcomes["garbage_events.py"]["dir"] / "run" / "session.json").read_text())
+    anomalies = [a for r in s["runs"] for st in r["stages"] for a in st["anomalies"]]
+    assert any("not the worker" in a for a in anomalies) and any("not JSON" in a for a in anomalies)
+
+
+def test_the_double_fork_really_forked(outcomes):
+    assert (outcomes["double_fork_empty_env.py"]["dir"] / "pids").read_text().split()
+
+
+def test_the_hostile_suite_stays_within_its_time(outcomes):
+    assert max(r["run_s"] for r in outcomes.values()) < TOOL_LIMIT
+
+
+def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
+    """The parent dies without a chance to clean up: the worker follows it (parent-death signal, and its
+    watchdog), and removes the run's temporary directory."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    budget = 20
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "run", str(H / "deadlock.py"), "--probes", "none",
+                          "--stages", "test", "--budget", str(budget), "--out", str(tmp_path / "o")],
+                         cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 60
+    kids = []
+    while time.time() < deadline and not kids:
+        time.sleep(0.2)
+        kids = [k for k in psutil.Process(p.pid).children(recursive=True) if "diagnose.worker" in " ".join(k.cmdline())]
+    assert kids, "no worker started"
+    time.sleep(1.0)
+    p.kill()
+    p.wait()
+    end = time.time() + budget + 10
+    while time.time() < end:
+        alive = [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
+        if not alive and not temp_dirs():
+            break
+        time.sleep(0.2)
+    assert not alive, [k.pid for k in alive]
+    assert temp_dirs() == set()     # removed by the tool's keeper process once the tool was gone
 
 
 def test_100mb_of_output_keeps_capped_tails(tmp_path, no_temp_left):

@@ -46,7 +46,23 @@ def run_summary(session: Session, report_path: str, quiet: bool = False) -> list
     return out
 
 
-def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool) -> tuple[list, bool]:
+def probes_table(rows: list[dict]) -> Table:
+    t = Table(title="probes (run in this order)")
+    for col in ("name", "suspect", "finds it by", "toggles"):
+        t.add_column(col)
+    for p in rows:
+        t.add_row(escape(p["name"]), escape(p["suspect"]), escape(p["finds"]), escape(p["toggles"]))
+    return t
+
+
+def check_exit(session: Session, safe: bool) -> int:
+    if session.verdict.status == Status.NEEDS_GPU:
+        return 3
+    return 0 if safe else 1
+
+
+def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
+                quiet: bool = False) -> tuple[list, bool]:
     """The `check` table and whether the submission is safe to submit. Never SAFE when a stage failed,
     when a measured or predicted stage time exceeds its budget (even if the time came from a CPU), or
     when the scan found an error-level risk."""
@@ -68,7 +84,7 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool) -
     status = session.verdict.status
     if status == Status.NEEDS_GPU:
         lines.append(f"[bold yellow]CANNOT JUDGE HERE[/] ({escape(session.verdict.message)})")
-        return lines, False
+        return (lines[-1:] if quiet else lines), False
     if over:
         where = "measured or predicted on a CPU" if not gpu else "measured or predicted"
         lines.append(f"note: {', '.join(over)} {where} over budget")
@@ -77,4 +93,4 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool) -
     safe = status == Status.OK and not over and not any(r["severity"] == "error" for r in risks)
     lines.append(f"[bold {'green' if safe else 'red'}]{'SAFE' if safe else 'AT RISK'}[/] ({status}"
                  + (", over budget" if over and status == Status.OK else "") + ")")
-    return lines, safe
+    return (lines[-1:] if quiet else lines), safe

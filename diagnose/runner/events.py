@@ -43,8 +43,9 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "loops": {"counts": (dict,)},
     "evaluator_exit": {},
 }
-# Only the worker's own process may send these: they decide the stage's status.
-WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "tamper", "needs_gpu",
+# Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
+# any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
+WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "needs_gpu",
                "evaluator_exit"}
 STATUSES = {"ok", "wrong"}
 MAX_EVENTS = 50_000

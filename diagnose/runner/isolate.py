@@ -23,6 +23,7 @@ import glob
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -52,6 +53,46 @@ def _become_subreaper() -> None:
 
 
 _become_subreaper()
+
+# A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the
+# worker that would may already be gone; so a keeper outside every run's process group and session
+# continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and
+# the keeper removes our temporary directories (TMP_PREFIX + our pid), then leaves.
+TMP_PREFIX = "diagnose-"
+_KEEPER_SRC = """
+import glob, os, shutil, signal, sys, tempfile, time
+p = int(sys.argv[1])
+while os.getppid() == p:
+    try:
+        with open(f"/proc/{p}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                os.kill(p, signal.SIGCONT)
+    except (OSError, IndexError):
+        break
+    time.sleep(0.1)
+for _ in range(3):
+    left = glob.glob(os.path.join(tempfile.gettempdir(), sys.argv[2] + str(p) + "-*"))
+    if not left:
+        break
+    for d in left:
+        shutil.rmtree(d, ignore_errors=True)
+    time.sleep(0.2)
+"""
+_keeper: subprocess.Popen | None = None
+_keeper_lock = threading.Lock()
+
+
+def _ensure_keeper() -> None:
+    global _keeper
+    with _keeper_lock:
+        if _keeper is not None and _keeper.poll() is None:
+            return
+        try:
+            _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            _keeper = None
 
 
 @dataclass
@@ -202,6 +243,11 @@ class _Tree:
     def kill_all(self, pgid: int) -> list[int]:
         """SIGKILL the group and every tracked process until none is left; return any survivors."""
         deadline = time.time() + 5.0
+        # Freeze first, then look: a process that dies before we have seen its descendants hands them
+        # to us as orphans without a marker, and a frozen tree cannot fork any more of them.
+        self.scan()
+        self.signal(pgid, signal.SIGSTOP)
+        self.scan()
         while True:
             try:
                 os.killpg(pgid, signal.SIGKILL)
@@ -234,12 +280,16 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
     a descriptor for a problem evaluator's own report, read back into ChildResult.report."""
+    _ensure_keeper()
     marker = uuid.uuid4().hex
     owner = owner or marker
     ev_r, ev_w = os.pipe()
     rep_r, rep_w = os.pipe()
     pop_r, pop_w = os.pipe() if report else (None, None)
     stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Read the stacks back through our own descriptor of the same file: the submission can unlink or
+    # replace the path (with a FIFO, say), never the file we hold.
+    stacks_rd = os.open(stacks_path, os.O_RDONLY)
     os.set_blocking(ev_r, False)
     child_fds = [ev_w, rep_r, stacks_fd] + ([pop_w] if report else [])
     env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds))}
@@ -333,7 +383,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                             spawned += 1
                         except OSError:
                             pass
-                res.kernel_waits = _ask_for_stacks(proc, stacks_path, dump_tid if isinstance(dump_tid, int) else None)
+                res.kernel_waits = _ask_for_stacks(proc, stacks_rd, dump_tid if isinstance(dump_tid, int) else None)
                 if spawned:
                     time.sleep(0.5)     # their files, too, need a moment
                 break
@@ -368,17 +418,17 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
-    try:
-        with open(stacks_path, encoding="utf-8", errors="replace") as fh:
-            res.stacks = fh.read()[-64 * 1024:]
-    except FileNotFoundError:
-        pass
+    res.stacks = _tail_of(stacks_rd, 64 * 1024)
+    os.close(stacks_rd)
     for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
-        try:
-            with open(path, encoding="utf-8", errors="replace") as fh:
-                text = fh.read()[-32 * 1024:]
+        try:   # non-blocking, and only a regular file: these paths are in the submission's reach
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
             continue
+        try:
+            text = _tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
         if text.strip():
             res.stacks += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
     if not res.stacks.strip() and res.kernel_waits:
@@ -428,7 +478,16 @@ def _signame(n: int) -> str:
         return f"signal {n}"
 
 
-def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str, dump_tid: int | None) -> str:
+def _tail_of(fd: int, cap: int) -> str:
+    """The last `cap` bytes of a regular file, read through a descriptor we hold."""
+    try:
+        size = os.fstat(fd).st_size
+        return os.pread(fd, cap, max(0, size - cap)).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _ask_for_stacks(proc: subprocess.Popen, stacks_rd: int, dump_tid: int | None) -> str:
     """SIGUSR1 to the child's watchdog thread -> faulthandler writes every thread's stack; wait until the
     file stops growing. If nothing came, return what the kernel says each thread is waiting in."""
     try:
@@ -440,7 +499,7 @@ def _ask_for_stacks(proc: subprocess.Popen, stacks_path: str, dump_tid: int | No
     while time.time() < end and proc.poll() is None:
         time.sleep(0.1)
         try:
-            size = os.path.getsize(stacks_path)
+            size = os.fstat(stacks_rd).st_size
         except OSError:
             size = 0
         if size and size == last:

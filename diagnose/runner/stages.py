@@ -20,7 +20,7 @@ from pathlib import Path
 from diagnose import harness
 from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
-from diagnose.runner.isolate import Limits, python_argv, run_child
+from diagnose.runner.isolate import TMP_PREFIX, Limits, python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
 from diagnose.tasks.loader import Task, assemble
@@ -87,7 +87,7 @@ class StageRunner:
         self._roots: dict[str, Path] = {}
         self._gpu_of: dict[str, str | None] = {}
         self._active: Counter[str] = Counter()     # run id -> stages executing now
-        self._tmp = Path(tempfile.mkdtemp(prefix="diagnose-"))
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))   # the keeper finds it by our pid
 
     # -- bookkeeping -----------------------------------------------------------------------------
     def root(self, run_id: str) -> Path:

@@ -254,7 +254,9 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
 
     if tamper or forged:
         st.status, st.phase = Status.TAMPERED, innermost_open
-        st.site = stack_site(child.stacks, submission_file)
+        placed = [e for e in tamper if isinstance(e.get("file"), str) and isinstance(e.get("line"), int)]
+        st.site = (frames_site([{"file": e["file"], "line": e["line"], "func": "", "code": str(e.get("code", ""))}
+                                for e in placed[:1]], submission_file) or stack_site(child.stacks, submission_file))
         st.message = ("; ".join(e["what"] for e in tamper[:3]) if tamper else
                       f"the submission wrote a 'stage done' to the tool's channel while "
                       f"{', '.join(sorted(forged))} was still running")

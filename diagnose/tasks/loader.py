@@ -19,6 +19,7 @@ from pathlib import Path
 
 import yaml
 
+from diagnose.bindings import binds_dynamically, bound_names
 from diagnose.errors import BadInput
 
 BUILTIN = {"fp8-dual-gemm": Path(__file__).parent / "fp8_dual_gemm"}
@@ -55,25 +56,6 @@ def _cases(doc: dict, key: str, where: Path) -> list[dict]:
     return cases
 
 
-def bound_names(tree: ast.Module) -> set[str]:
-    """Names a module binds at its top level: defs, classes, assignments, imports (as the interpreter
-    would, without running it)."""
-    names = set()
-    for n in tree.body:
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-        elif isinstance(n, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
-            targets = n.targets if isinstance(n, ast.Assign) else [n.target]
-            names |= {t.id for tg in targets for t in ast.walk(tg) if isinstance(t, ast.Name)}
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names |= {(a.asname or a.name).split(".")[0] for a in n.names if a.name != "*"}
-        elif isinstance(n, (ast.If, ast.Try)):
-            names |= bound_names(ast.Module(body=[*n.body, *getattr(n, "orelse", []),
-                                                  *[x for h in getattr(n, "handlers", []) for x in h.body],
-                                                  *getattr(n, "finalbody", [])], type_ignores=[]))
-    return names
-
-
 def _check_reference(ref: Path, shown: str) -> None:
     if not ref.is_file():
         raise BadInput(f"{shown}: no reference.py in the problem directory")
@@ -83,8 +65,8 @@ def _check_reference(ref: Path, shown: str) -> None:
         raise BadInput(f"{ref}: cannot parse: {e}") from None
     names = bound_names(tree)
     missing = [f for f in REQUIRED_FUNCS if f not in names]
-    if missing and any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in tree.body):
-        return      # `from x import *` may bind them: the reference check in a child will say
+    if missing and binds_dynamically(tree):
+        return      # a star import or globals() may bind them: the reference check in a child will say
     if missing:
         other = sorted(n for n in names if n.startswith(("generate_", "check_", "reference_")))
         hint = f" (it defines {', '.join(other)}: not the GPU MODE interface)" if other else ""

@@ -25,10 +25,13 @@ if _cfg:
 
     import torch
 
+    from diagnose.worker.guard import Guard
     from diagnose.worker.hooks import Hooks
     from diagnose.worker.instrument import Instruments
 
     _ins = Instruments(_ch, torch, _cfg["submission"], GpuLock(_ch, None), watch=_cfg.get("watch") or [],
                        sample=_cfg.get("sample", True))
     _ins.hook_captures()
-    Hooks(_ins).install()
+    _guard = Guard(_ch)
+    _guard.watch_clocks(torch)
+    Hooks(_ins, _guard).install()

@@ -57,7 +57,7 @@ def stage_evaluator(ctx) -> str:
                                         "submission": spec["submission"], "sample": spec.get("sample", True),
                                         "watch": spec.get("watch") or []})
     _spawn_with_bootstrap(ctx, [ev_fd])
-    hooks = Hooks(ctx.ins)
+    hooks = Hooks(ctx.ins, ctx.guard)
     hooks.install()
     ctx.judges = hooks.judges
     entry = os.path.join(os.getcwd(), task["evaluator"])

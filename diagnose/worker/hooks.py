@@ -54,14 +54,16 @@ def _wrap_check(fn, ins, state: _State):
     return check_implementation
 
 
-def _wrap_kernel(fn, ins, state: _State):
+def _wrap_kernel(fn, ins, state: _State, guard):
     @functools.wraps(fn)
     def custom_kernel(*args, **kwargs):
         name = state.once("first_call")
         if name is None or ins.ch.phases:
             return fn(*args, **kwargs)
         with ins.phase(name, case=state.label):
-            return fn(*args, **kwargs)
+            out = fn(*args, **kwargs)
+        guard.verify(f"after {name}")    # once per shape, outside the evaluator's timed calls
+        return out
     return custom_kernel
 
 
@@ -81,8 +83,9 @@ class _Loader(importlib.abc.Loader):
             h.ins.instrument(code, raw.decode("utf-8", "replace"))
             with h.ins.phase("submission_import") if not h.ins.ch.phases else _null():
                 exec(code, module.__dict__)
+            h.guard.verify("after the submission's import")
             if callable(getattr(module, "custom_kernel", None)):
-                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state)
+                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard)
             return
         self.inner.exec_module(module)
         if callable(getattr(module, "generate_input", None)):
@@ -91,6 +94,7 @@ class _Loader(importlib.abc.Loader):
         if callable(getattr(module, "check_implementation", None)):
             h.judges["check_implementation"] = module.check_implementation
             module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state)
+        h.guard.watch_module(self.name)
 
 
 class _null:
@@ -104,8 +108,8 @@ class _null:
 class Hooks(importlib.abc.MetaPathFinder):
     NAMES = ("reference", "submission")
 
-    def __init__(self, ins):
-        self.ins, self.state = ins, _State()
+    def __init__(self, ins, guard):
+        self.ins, self.state, self.guard = ins, _State(), guard
         self.judges: dict = {}
 
     def install(self) -> None:

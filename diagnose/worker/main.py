@@ -27,6 +27,7 @@ import traceback
 from diagnose.runner.isolate import FDS_ENV
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
+from diagnose.worker.guard import Guard
 from diagnose.worker.watchdog import Watchdog
 
 # What torch says when a CUDA call meets a machine without CUDA.
@@ -80,6 +81,21 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
     return None
 
 
+def _kill_descendants() -> None:
+    """Before this process leaves: the submission's detached processes were re-parented to it (it is a
+    subreaper, see runner.isolate); once it is gone they would be nobody's, so they go first."""
+    import psutil
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for k in kids:
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
+
+
 def _fds() -> tuple[int, int, int, int | None]:
     raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
     return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
@@ -107,6 +123,8 @@ def main(spec_path: str) -> int:
             if "interpreter_exit" in ch.phases:
                 ch.end("interpreter_exit", ok=True)
             ch.emit("exit_clean")
+            _kill_descendants()
+            dog.resume_parent()
     atexit.register(clean_exit)   # first registered, so it runs last
     ch.emit("worker_start", stage=spec["stage"], dump_tid=dog.native_id)
     sys.path.insert(0, os.getcwd())
@@ -127,11 +145,14 @@ def main(spec_path: str) -> int:
                 torch.empty(1, device="cuda")
         ch.emit("env", **_environment(torch))
         ins.hook_captures()
-        ctx = Ctx(spec=spec, torch=torch, ins=ins)
+        guard = Guard(ch)
+        guard.watch_clocks(torch)
+        ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard)
         evaluator = spec["task"].get("evaluator") and spec["stage"] in ("test", "benchmark", "leaderboard")
         if spec["stage"] != "compile" and not evaluator:
             with ins.phase("reference_import"):
                 load_reference(ctx)
+            guard.watch_module("reference")
     except BaseException as e:  # noqa: BLE001 - report, then exit with the worker's own code
         if os.getpid() != pid:
             raise
@@ -157,15 +178,19 @@ def main(spec_path: str) -> int:
         reason = needs_cuda(e, frames, torch)
         if reason:
             ch.emit("needs_gpu", reason=reason)
+        guard.verify("when the stage failed")
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
                 traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
         return 1
     ins.stop()
+    guard.verify("at the end of the stage")
     ch.emit("stage_done", status=status, t=time.time())
     sys.stdout.flush()
     sys.stderr.flush()
     if spec["stage"] != "compile":
         ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
+        _kill_descendants()
+        dog.resume_parent()
         os._exit(0)
     ch.begin("interpreter_exit")
     return 0

@@ -26,6 +26,7 @@ class Ctx:
     generate: object = None     # the reference's functions, bound once before the submission is imported
     check: object = None
     judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
+    guard: object = None        # worker.guard.Guard: what judges the submission, checked for replacement
 
     @property
     def ch(self):
@@ -74,6 +75,7 @@ def load_reference(ctx: Ctx) -> None:
 def import_submission(ctx: Ctx) -> None:
     with ctx.ins.phase("submission_import"):
         mod = import_module_from(ctx.spec["submission"], "submission", ctx)
+    ctx.guard.verify("after the submission's import")
     ctx.kernel = mod.custom_kernel
 
 
@@ -118,6 +120,7 @@ def stage_compile(ctx: Ctx) -> str:
         except SystemExit as e:
             if e.code not in (None, 0):   # a script may end itself with sys.exit(0): the step still passes
                 raise
+    ctx.guard.verify("after the submission ran as a script")
     return "ok"
 
 

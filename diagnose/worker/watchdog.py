@@ -69,16 +69,20 @@ class Watchdog(threading.Thread):
                 if self.root:
                     shutil.rmtree(self.root, ignore_errors=True)
                 self._kill_group()
-            if _stopped(self.ppid):
-                try:
-                    os.kill(self.ppid, signal.SIGCONT)
-                except OSError:
-                    pass
+            self.resume_parent()
             if self.budget_s and time.time() - self.start_t - self.waited_s > self.budget_s + HARD_GRACE_S:
                 try:
                     faulthandler.dump_traceback(file=self.stacks, all_threads=True)
                 finally:
                     self._kill_group()
+
+    def resume_parent(self) -> None:
+        """A submission can SIGSTOP the tool; this process, the last of it to run, continues it."""
+        if _stopped(self.ppid):
+            try:
+                os.kill(self.ppid, signal.SIGCONT)
+            except OSError:
+                pass
 
     @staticmethod
     def _kill_group() -> None:
