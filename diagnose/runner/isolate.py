@@ -59,6 +59,7 @@ _become_subreaper()
 # continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and
 # the keeper removes our temporary directories (TMP_PREFIX + our pid), then leaves.
 TMP_PREFIX = "diagnose-"
+KEEPER_TAG = "diagnose-keeper"     # in its command line: it lives as long as the process that started it
 _KEEPER_SRC = """
 import glob, os, shutil, signal, sys, tempfile, time
 p = int(sys.argv[1])
@@ -88,7 +89,8 @@ def _ensure_keeper() -> None:
         if _keeper is not None and _keeper.poll() is None:
             return
         try:
-            _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX],
+            _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX,
+                                        KEEPER_TAG],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
