@@ -92,7 +92,7 @@ def _progress(prep, verbosity: int):
     if verbosity < 0:
         return Progress(budgets, planned), contextlib.nullcontext()
     if _plain() or verbosity > 0:
-        return PlainProgress(budgets, sys.stderr, verbose=verbosity > 0, planned=planned), contextlib.nullcontext()
+        return PlainProgress(budgets, planned, sys.stderr, verbose=verbosity > 0), contextlib.nullcontext()
     from rich.live import Live
     p = LiveProgress(budgets, planned)
     return p, Live(p, console=err, refresh_per_second=4, transient=False)

@@ -28,18 +28,16 @@ def _dur(s: float) -> str:
 class Progress:
     """What is running and what is done; the renderers below only differ in how they show it."""
 
-    def __init__(self, budgets: dict[str, float], planned=None):
+    def __init__(self, budgets: dict[str, float], planned):
         self.budgets = budgets
-        self.planned = planned or (lambda: 0)     # how many runs the engine has launched or queued so far
+        self.planned = planned     # how many runs the engine has launched or queued so far (the session's runs)
         self.lock = threading.RLock()
         self.t0 = time.time()
         self.active: dict[str, dict] = {}
-        self.seen: set[str] = set()
         self.done: list[tuple[str, str, str]] = []   # (run id, label, outcome)
 
     def on_event(self, run, stage: str, ev: dict) -> None:
         with self.lock:
-            self.seen.add(run.id)
             a = self.active.setdefault(run.id, {"label": _label(run), "stage": stage, "phase": "start",
                                                 "t0": time.time(), "begun": {}})
             if a["stage"] != stage:
@@ -61,14 +59,13 @@ class Progress:
 
     def on_run_done(self, run) -> None:
         with self.lock:
-            self.seen.add(run.id)
             self.active.pop(run.id, None)
             self.done.append((run.id, _label(run), str(run.outcome)))
         self.run_done(run)
 
     def counts(self) -> str:
         with self.lock:
-            k, n = len(self.done), max(len(self.seen), len(self.done), self.planned())
+            k, n = len(self.done), max(len(self.done), self.planned())
         el = time.time() - self.t0
         left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
         return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
@@ -103,7 +100,7 @@ class LiveProgress(Progress):
 class PlainProgress(Progress):
     """Plain lines on a stream, one write per line, so lines from several threads never interleave."""
 
-    def __init__(self, budgets: dict[str, float], stream, verbose: bool = False, planned=None):
+    def __init__(self, budgets: dict[str, float], planned, stream, verbose: bool = False):
         super().__init__(budgets, planned)
         self.stream, self.verbose = stream, verbose
 
