@@ -27,8 +27,8 @@ import statistics
 from diagnose import evidence, hotspots
 from diagnose.evidence import NOISE_ABS, NOISE_REL, confirmations, effective
 from diagnose.measures import geomean, stage_seconds, steady_us
-from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Fix, FixCost, Inconclusive,
-                              Role, Run, Session, Status)
+from diagnose.session import (FAILURES, NO_EVIDENCE, UNEXPLAINED, Cause, Cleared, Confidence, Fix, FixCost,
+                              Inconclusive, Role, Run, Session, Status)
 from probes import BY_NAME, ORDER
 
 WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
@@ -255,7 +255,8 @@ def conclude(session: Session) -> None:
             failed = base if base.failed_stage else next(
                 (c for c in confirmations(session, base) if c.failed_stage), None)
             if failed is not None:
-                causes.append(_unfixed_cause(session, failed))
+                c = _unfixed_cause(session, failed)
+                (session.inconclusive if isinstance(c, Inconclusive) else causes).append(c)
         causes += _time_savers(session, base, singles, verdicts, minimal)
     causes.sort(key=lambda c: (not c.changes_outcome, -max([v["saved_s"] for v in c.seconds_saved.values()
                                                              if v["claimed"]] or [0])))
@@ -354,7 +355,7 @@ def _user_site(session: Session, site: dict | None) -> dict | None:
             "func": site.get("func")}
 
 
-def _unfixed_cause(session: Session, base: Run) -> Cause:
+def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     st = base.failed_stage
     site = _user_site(session, st.site)
     moved = next((r for r in _singles(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
@@ -378,6 +379,14 @@ def _unfixed_cause(session: Session, base: Run) -> Cause:
         return Cause(rank=0, suspects=[], kind="hot_spot", confidence=conf, changes_outcome=False,
                      narrative=f"The time goes here: {hotspots.describe(hot)}; {none}.",
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
+    if st.status == Status.TIMEOUT and site is None:
+        # Neither the stacks at the deadline nor the sampler put the time in the submission's code: a bug
+        # there is a guess, as is anything else. Say where the run was, and no more.
+        last = next((p.name for p in reversed(st.phases) if p.name), None)
+        after = f", after its phase {last}" if last else ""
+        return Inconclusive(probe=UNEXPLAINED, evidence=[base.id], reason=(
+            f"{base.id} timed out in {st.name}{after}, but no stack at the deadline and no sample of its run "
+            f"was in the submission's code, and {none}; what held it cannot be named from these runs"))
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
     if st.status == Status.WRONG:
         ret = _return_line(session)

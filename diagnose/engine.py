@@ -31,6 +31,7 @@ from probes.base import RUN, PlanContext, Toggle
 from probes.base import WARM
 
 BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3
+MOOT = "not run: the baseline showed that this machine cannot judge the submission"
 
 
 @dataclass
@@ -78,6 +79,7 @@ class Engine:
         self.sched: Scheduler | None = None
         self.errors: list[str] = []          # the tool's own failures: reported, never taken as evidence
         self._quiet = False                  # nothing is saved while the problem folder is still being checked
+        self._moot = threading.Event()       # the baseline showed this machine cannot judge: no run can tell
 
     def save(self) -> None:
         with self.lock:
@@ -124,6 +126,8 @@ class Engine:
             run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
             self._states[run.id].done.set()
             self._changed.notify_all()
+        if not self._quiet:
+            self.on_run_done(run)
         self.save()
 
     def _priority(self, st: _State, stage: str) -> int:
@@ -142,7 +146,13 @@ class Engine:
         """Queue the run's next stage, or mark it done."""
         run = st.run
         ended = any(s.status in ENDS_RUN for s in run.stages)
+        if self._moot.is_set() and not ended and st.next < len(st.stages) and run.role != Role.BASELINE:
+            run.outcome = run.outcome if run.stages else Status.SKIPPED
+            run.note = run.note or MOOT
+            st.next = len(st.stages)
         if ended or st.next >= len(st.stages) or self.stop.is_set():
+            if run.role == Role.BASELINE and run.outcome == Status.NEEDS_GPU:
+                self._moot.set()     # before this thread takes its next job: no variant starts after this
             if not run.stages and self.stop.is_set():
                 run.outcome, run.note = Status.INTERRUPTED, "not run: the diagnosis was interrupted"
             with self.lock:
@@ -186,6 +196,8 @@ class Engine:
             self._changed.notify_all()
 
     def _execute(self, st: _State, job: Job) -> None:
+        if self._moot.is_set() and st.run.role != Role.BASELINE:
+            return self._advance(st)          # queued before the baseline said so: not run
         if job.solo:
             st.run.solo = True
         try:
@@ -277,6 +289,12 @@ class Engine:
             self._record_plans(early)
             if not self._wait(self._states[base.id].done):
                 self._release_held()
+                return self._finish()
+            if self._moot.is_set():
+                # Every variant would stop where the baseline did: running them only costs the user time.
+                self._release_held()
+                self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+                s.complete = not self.stop.is_set()
                 return self._finish()
             late = self.plan(base)
             self._record_plans(late)
@@ -392,6 +410,11 @@ class Engine:
         for r in runs:
             last = next((i for i, st in enumerate(r.stages) if evidence.doubt(st)), len(r.stages) - 1)
             stages = [st.name for st in r.stages[: last + 1] if st.status != Status.SKIPPED]
+            if r.stages and r.stages[last].status in ENDS_RUN:
+                # A failure in doubt: if it does not come back alone, the stages it cut off must run too,
+                # or a pass of the first stages would stand for a pass of the whole run.
+                planned = self._states[r.id].stages
+                stages += [n for n in planned[planned.index(stages[-1]) + 1:]] if stages[-1] in planned else []
             c = self.launch(Role.CONFIRM, r.probe, r.toggle, self.sources[r.id],
                             tuple(k for k in r.switches if k == WARM), stages=stages, confirms=r.id)
             launched.append(c)

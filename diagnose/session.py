@@ -35,6 +35,7 @@ FAILURES = (Status.TIMEOUT, Status.CRASH, Status.WRONG, Status.TAMPERED)
 # Outcomes that say nothing about the submission: never evidence for or against a suspect.
 NO_EVIDENCE = (Status.NEEDS_GPU, Status.INTERRUPTED, Status.SKIPPED, Status.INCOMPLETE)
 TIME_BASED = (Status.TIMEOUT, Status.AT_RISK)
+UNEXPLAINED = "the timeout itself"
 # A stage that ends like this ends its run: the harness skips the later stages.
 ENDS_RUN = FAILURES + (Status.NEEDS_GPU, Status.INTERRUPTED)
 
@@ -272,7 +273,8 @@ class Cleared:
 
 @dataclass
 class Inconclusive:
-    """A suspect the runs cannot speak for, and why."""
+    """A suspect the runs cannot speak for, and why. `probe` is UNEXPLAINED when it is the failure itself
+    that the runs cannot place."""
     probe: str
     reason: str
     evidence: list[str] = field(default_factory=list)

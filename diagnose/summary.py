@@ -7,7 +7,7 @@ from __future__ import annotations
 from diagnose import evidence
 from diagnose.measures import geomean, recompiles, steady_us
 from diagnose.evidence import NOISE_ABS, NOISE_REL
-from diagnose.session import Role, Run, StageResult, Status, Verdict
+from diagnose.session import NO_EVIDENCE, Role, Run, StageResult, Status, Verdict
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -92,6 +92,12 @@ def verdict(session, interrupted: bool = False) -> Verdict:
         return Verdict(Status.NEEDS_GPU, stage=st.name, phase=st.phase, message=st.message, runs=[base.id],
                        note="this machine cannot judge the submission: run it where the problem's GPU is")
     eff = evidence.effective(session, base)
+    if eff.flaky and eff.outcome == Status.OK:
+        missing = _not_rerun(session, base)
+        if missing:     # alone it got further, but not to the end: that is no pass
+            return Verdict(Status.INCOMPLETE, stage=st.name if st else None,
+                           message=f"inconclusive: {base.outcome} beside other runs, but its solo rerun "
+                                   f"never ran {', '.join(missing)}", runs=[base.id], confirmed=False, note=eff.note)
     if eff.flaky:     # the solo rerun ended otherwise: that is what the harness, running alone, would see
         return Verdict(eff.outcome, message=f"{base.outcome} beside other runs, {eff.outcome} when run alone",
                        runs=[base.id], confirmed=False, note=eff.note)
@@ -104,6 +110,13 @@ def verdict(session, interrupted: bool = False) -> Verdict:
                 "code": source_line(session, st.site["line"]), "func": st.site.get("func")}
     return Verdict(base.outcome, stage=st.name, phase=st.phase, message=st.message, site=site, runs=[base.id],
                    confirmed=eff.confirmed, note=eff.note)
+
+
+def _not_rerun(session, base: Run) -> list[str]:
+    """The harness stages that neither the baseline nor its last solo rerun measured."""
+    solo = [c for c in evidence.confirmations(session, base) if c.outcome not in NO_EVIDENCE]
+    ran = {s.name for s in solo[-1].stages if s.status != Status.SKIPPED} if solo else set()
+    return [n for n in session.harness.get("stages", []) if n not in ran]
 
 
 def source_line(session, line: int) -> str:

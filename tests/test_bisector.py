@@ -171,3 +171,19 @@ def test_a_suspect_is_never_both_a_cause_and_cleared():
     analyze(s, ["compile_mode"])
     assert s.causes[0].suspects == ["compile_mode"]
     assert "compile_mode" not in [c.probe for c in s.cleared]
+
+
+def test_a_timeout_outside_the_submissions_code_is_not_called_a_bug_in_it():
+    """The deadline found the run in the evaluator's code, with no sample in the submission: the runs
+    cannot name what held it, so no cause is stated and the report says why."""
+    from diagnose import summary
+    from diagnose.renderers import markdown
+    from diagnose.session import UNEXPLAINED
+    s = session([run("r0", outcome="timeout", fail_at="benchmark")])
+    bisector.conclude(s)
+    assert s.causes == []
+    own = next(i for i in s.inconclusive if i.probe == UNEXPLAINED)
+    assert own.evidence == ["r0"] and "first_call:256x512x256" in own.reason and "cannot be named" in own.reason
+    s.verdict = summary.verdict(s)
+    head = markdown.render(s).splitlines()[:5]
+    assert any(line.startswith("- **Top cause:** inconclusive: r0 timed out in benchmark") for line in head)

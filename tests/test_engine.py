@@ -132,6 +132,27 @@ def test_a_timeout_that_passes_alone_is_not_reported_as_a_timeout():
     assert any(w["kind"] == "flaky" for w in s.warnings)
 
 
+def test_a_doubtful_failure_is_rerun_through_the_stages_it_cut_off():
+    """Alone, a run that timed out in test must also run benchmark and leaderboard: a pass of the first
+    two stages is not a pass of the run."""
+    s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
+    confirm = [j for j in runner.jobs if j["role"] == "confirm"]
+    assert [j["stages"][0] for j in confirm] == STAGES
+    assert s.verdict.status == Status.OK
+
+
+def test_a_flaky_failure_whose_rerun_stopped_early_is_inconclusive():
+    """The solo rerun passed the stage that failed under load, then stopped before the later stages:
+    the verdict cannot be ok, and says which stages never ran."""
+    from diagnose import summary
+    s, _ = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
+    confirm = next(r for r in s.runs if r.role == Role.CONFIRM)
+    confirm.stages = confirm.stages[:2]
+    v = summary.verdict(s)
+    assert v.status == Status.INCOMPLETE and not v.confirmed
+    assert v.message.startswith("inconclusive") and "benchmark, leaderboard" in v.message
+
+
 def test_without_confirmation_a_doubtful_timeout_says_unconfirmed():
     s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "timeout"), jobs=3, probes=[], confirm=False)
     assert s.verdict.status == Status.TIMEOUT and not s.verdict.confirmed
@@ -171,3 +192,17 @@ def test_identical_variants_are_measured_once():
     same = [r for r in s.runs if r.toggle in ("same mode, no CUDA graphs", "mode=max-autotune-no-cudagraphs")]
     assert len(same) == 2 and sum("identical variant" in r.note for r in same) == 1
     assert len([j for j in runner.jobs if j["toggle"] in {r.toggle for r in same}]) == len(STAGES)
+
+
+def test_when_the_baseline_cannot_be_judged_here_no_variant_runs():
+    """The baseline needs a GPU this machine lacks: every variant would stop at the same place, so none
+    is started; each says why it did not run."""
+    from diagnose.engine import MOOT
+
+    def script(run):
+        return [stage("compile", "needs_gpu", wall=2.0, phase="submission_import")]
+    s, runner = diagnose(WARMUP_AT_IMPORT, script, jobs=1, probes=["warmup", "compile_mode"])
+    assert [j["role"] for j in runner.jobs] == ["baseline"]
+    others = [r for r in s.runs if r.role != Role.BASELINE]
+    assert others and all(r.outcome == Status.SKIPPED and MOOT in r.note for r in others if not r.note.startswith("identical"))
+    assert s.verdict.status == Status.NEEDS_GPU and s.causes == [] and s.cleared == []

@@ -33,6 +33,7 @@ CASES = [
     ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE", False),
     ("main_hangs_helper_busy.py", "timeout", "test", "budget", "MAIN-LINE", False),   # the main thread's line
     ("fifo_stacks.py", "timeout", "test", "budget", "FIFO-LOOP", False),             # never blocks the tool
+    ("ignores_stack_signal.py", "timeout", "test", "budget", "IGNORED-LINE", False),  # stacks without SIGUSR1
     ("returns_none.py", "wrong", "test", "expected a torch.Tensor, got NoneType", None, True),
     ("wrong_shape.py", "wrong", "test", "shape", None, False),
     ("wrong_dtype.py", "wrong", "test", "dtype torch.float32", None, False),
@@ -47,7 +48,7 @@ CASES = [
     ("replace_checker.py", "tampered", "test", "reference.check_implementation was replaced", "TAMPER-LINE", True),
     ("replace_timer.py", "tampered", "compile", "time.perf_counter was replaced", "TIMER-LINE", True),
     # valid code that Python runs, and hostility that must not change a passing verdict
-    ("bom.py", "ok", None, "every stage passed", None, True),
+    ("bom.py", "ok", None, "every stage passed", None, False),
     ("kernel_in_try.py", "ok", None, "every stage passed", None, False),
     ("kernel_via_globals.py", "ok", None, "every stage passed", None, False),
     ("deep_expression.py", "ok", None, "every stage passed", None, False),

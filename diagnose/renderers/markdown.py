@@ -13,7 +13,7 @@ import shlex
 
 from diagnose import hotspots, summary
 from diagnose.renderers.text import code_span, fence, fold_frames
-from diagnose.session import Role, Run, Session, StageResult, Status
+from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
 
 
 def _s(x, unit="s", nd=2) -> str:
@@ -75,6 +75,9 @@ def _no_cause(s: Session) -> str:
         return "none: this machine cannot judge the submission."
     if st in (Status.INTERRUPTED, Status.INCOMPLETE):
         return "none: the diagnosis stopped before any probe could tell."
+    own = next((i for i in s.inconclusive if i.probe == UNEXPLAINED), None)
+    if own:
+        return f"inconclusive: {own.reason}."
     return "none: no probe ran far enough to tell, and no hot spot was measured."
 
 

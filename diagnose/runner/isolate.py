@@ -41,6 +41,7 @@ POLL_S = 0.1
 STACK_GRACE_S = 2.0
 MARKER = "DIAGNOSE_RUN_MARKER"
 FDS_ENV = "DIAGNOSE_FDS"          # "events,reply,stacks[,report]" descriptor numbers for the worker
+DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"  # the read end of the stack-dump request pipe
 REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its report descriptor
 
 
@@ -287,6 +288,8 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     owner = owner or marker
     ev_r, ev_w = os.pipe()
     rep_r, rep_w = os.pipe()
+    dump_r, dump_w = os.pipe()       # "dump your stacks now", read by the child's watchdog thread
+    os.set_blocking(dump_w, False)
     pop_r, pop_w = os.pipe() if report else (None, None)
     stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     # Read the stacks back through our own descriptor of the same file: the submission can unlink or
@@ -294,7 +297,8 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     stacks_rd = os.open(stacks_path, os.O_RDONLY)
     os.set_blocking(ev_r, False)
     child_fds = [ev_w, rep_r, stacks_fd] + ([pop_w] if report else [])
-    env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds))}
+    env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(dump_r)}
+    child_fds.append(dump_r)
     res = ChildResult(start_t=time.time())
     try:
         proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -385,7 +389,8 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                             spawned += 1
                         except OSError:
                             pass
-                res.kernel_waits = _ask_for_stacks(proc, stacks_rd, dump_tid if isinstance(dump_tid, int) else None)
+                res.kernel_waits = _ask_for_stacks(proc, stacks_rd, dump_w,
+                                                   dump_tid if isinstance(dump_tid, int) else None)
                 if spawned:
                     time.sleep(0.5)     # their files, too, need a moment
                 break
@@ -422,6 +427,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
     res.stacks = _tail_of(stacks_rd, 64 * 1024)
     os.close(stacks_rd)
+    os.close(dump_w)
     for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
         try:   # non-blocking, and only a regular file: these paths are in the submission's reach
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
@@ -489,15 +495,29 @@ def _tail_of(fd: int, cap: int) -> str:
         return ""
 
 
-def _ask_for_stacks(proc: subprocess.Popen, stacks_rd: int, dump_tid: int | None) -> str:
-    """SIGUSR1 to the child's watchdog thread -> faulthandler writes every thread's stack; wait until the
-    file stops growing. If nothing came, return what the kernel says each thread is waiting in."""
+def _ask_for_stacks(proc: subprocess.Popen, stacks_rd: int, dump_w: int, dump_tid: int | None) -> str:
+    """Ask the child for every thread's stack and wait until the stacks file stops growing. First through
+    the dump pipe, which its watchdog thread reads between naps: that thread runs whenever the main thread
+    waits in C with the GIL released, as in a CUDA synchronize, where a signal sent to a CUDA process was
+    seen to write nothing. Then, if nothing came, SIGUSR1 to that thread (faulthandler's C handler, for a
+    main thread that holds the GIL). If still nothing, what the kernel says each thread waits in."""
+    try:
+        os.write(dump_w, b"d")
+    except OSError:
+        pass
+    if _grown(proc, stacks_rd, 1.0):
+        return ""
     try:
         if not (dump_tid and _tgkill(proc.pid, dump_tid, signal.SIGUSR1)):
             proc.send_signal(signal.SIGUSR1)
     except ProcessLookupError:
         return ""
-    end, last, size = time.time() + STACK_GRACE_S, -1, 0
+    return "" if _grown(proc, stacks_rd, STACK_GRACE_S) else _kernel_waits(proc.pid)
+
+
+def _grown(proc: subprocess.Popen, stacks_rd: int, wait_s: float) -> bool:
+    """Whether the stacks file got content within wait_s; returns once it stops growing."""
+    end, last, size = time.time() + wait_s, -1, 0
     while time.time() < end and proc.poll() is None:
         time.sleep(0.1)
         try:
@@ -505,9 +525,9 @@ def _ask_for_stacks(proc: subprocess.Popen, stacks_rd: int, dump_tid: int | None
         except OSError:
             size = 0
         if size and size == last:
-            return ""
+            return True
         last = size
-    return "" if size else _kernel_waits(proc.pid)
+    return bool(size)
 
 
 def python_argv(spec_path: str) -> list[str]:

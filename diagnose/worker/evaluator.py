@@ -15,8 +15,8 @@ import json
 import multiprocessing.spawn
 import multiprocessing.util
 import os
-import runpy
 import sys
+import types
 
 from diagnose.tasks.loader import spec_line
 from diagnose.worker.hooks import Hooks
@@ -42,6 +42,25 @@ def _spawn_with_bootstrap(ctx, fds: list[int]) -> None:
     multiprocessing.util.spawnv_passfds = spawnv_passfds
 
 
+def _run_as_main(path: str) -> None:
+    """Run eval.py as `python eval.py` would: as __main__, and as __mp_main__ too. multiprocessing aliased
+    __mp_main__ to the worker's own main module when it was imported; a pool worker pickles the
+    evaluator's classes (its Stats) under that name, and the parent could not unpickle them: the pool's
+    result thread dies and `pool.apply` waits forever, a hang the real harness never has."""
+    mod = types.ModuleType("__main__")
+    mod.__file__, mod.__builtins__ = path, __builtins__
+    saved = sys.modules["__main__"], sys.modules.get("__mp_main__")
+    sys.modules["__main__"] = sys.modules["__mp_main__"] = mod
+    try:
+        with open(path, "rb") as fh:
+            code = compile(fh.read(), path, "exec")
+        exec(code, mod.__dict__)
+    finally:
+        sys.modules["__main__"] = saved[0]
+        if saved[1] is not None:
+            sys.modules["__mp_main__"] = saved[1]
+
+
 def stage_evaluator(ctx) -> str:
     spec = ctx.spec
     task = spec["task"]
@@ -64,7 +83,7 @@ def stage_evaluator(ctx) -> str:
     sys.argv = [entry, MODES[spec["stage"]], "cases.txt"]
     code = 0
     try:
-        runpy.run_path(entry, run_name="__main__")
+        _run_as_main(entry)
     except SystemExit as e:
         code = e.code
     ctx.ch.emit("evaluator_exit", code=code if isinstance(code, int) or code is None else str(code))

@@ -24,7 +24,7 @@ import sys
 import time
 import traceback
 
-from diagnose.runner.isolate import FDS_ENV
+from diagnose.runner.isolate import DUMP_FD_ENV, FDS_ENV
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
 from diagnose.worker.guard import Guard
@@ -112,7 +112,8 @@ def main(spec_path: str) -> int:
     stacks = os.fdopen(stacks_fd, "w")
     faulthandler.enable(file=stacks, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
-    dog = Watchdog(spec.get("budget_s"), stacks, spec.get("root"))
+    dump_fd = os.environ.pop(DUMP_FD_ENV, "")
+    dog = Watchdog(spec.get("budget_s"), stacks, spec.get("root"), int(dump_fd) if dump_fd.isdigit() else None)
     dog.start()
     dog.route_stack_signal()
     lock = GpuLock(ch, rep_fd if spec.get("gpu_lock") else None, on_wait=dog.add_wait)

@@ -6,9 +6,12 @@ stopped parent.
   run's temporary directory and kills this process group; if the parent was stopped (SIGSTOP, as a
   submission can do to it) it resumes it; past the budget plus a grace, counting only the time this
   process did not spend waiting for the GPU, it dumps every stack and kills the group itself.
-- The parent's SIGUSR1 (at its deadline: "dump every stack") is delivered to this thread: the main
-  thread blocks it (`route_stack_signal`), and so do the threads the submission starts, which inherit
-  that mask. A main thread blocked in a CUDA wait inside the driver would otherwise leave the signal
+- At its deadline the parent asks for every stack through the dump pipe; this thread reads it between
+  naps and has faulthandler write them. That needs the GIL, which a main thread waiting in C (a CUDA
+  synchronize) has released; a signal to a CUDA process was seen to write nothing there.
+- The parent's SIGUSR1 (its second way to ask, for a main thread that holds the GIL) is delivered to
+  this thread: the main thread blocks it (`route_stack_signal`), and so do the threads the submission
+  starts, which inherit that mask. A main thread blocked in a CUDA wait inside the driver would otherwise leave the signal
   pending forever. No dump is taken before the deadline: faulthandler reads other threads' frames
   while they run, and a dump taken while the run still had a chance could crash a healthy run.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import ctypes
 import faulthandler
 import os
+import select
 import shutil
 import signal
 import threading
@@ -41,9 +45,9 @@ def _stopped(pid: int) -> bool:
 
 
 class Watchdog(threading.Thread):
-    def __init__(self, budget_s: float | None, stacks, root: str | None):
+    def __init__(self, budget_s: float | None, stacks, root: str | None, dump_fd: int | None = None):
         super().__init__(daemon=True, name="diagnose-watchdog")
-        self.budget_s, self.stacks, self.root = budget_s, stacks, root
+        self.budget_s, self.stacks, self.root, self.dump_fd = budget_s, stacks, root, dump_fd
         self.start_t = time.time()
         self.waited_s = 0.0
         self.ppid = os.getppid()
@@ -60,7 +64,7 @@ class Watchdog(threading.Thread):
     def run(self) -> None:
         last = time.monotonic()
         while True:
-            time.sleep(0.25)
+            self._nap(0.25)
             now = time.monotonic()
             if now - last > 1.0:     # this process was stopped (paused for another run's timing): not ours
                 self.waited_s += now - last - 0.25
@@ -75,6 +79,20 @@ class Watchdog(threading.Thread):
                     faulthandler.dump_traceback(file=self.stacks, all_threads=True)
                 finally:
                     self._kill_group()
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep, or wake to a dump request from the parent and answer it."""
+        if self.dump_fd is None:
+            time.sleep(seconds)
+            return
+        try:
+            ready, _, _ = select.select([self.dump_fd], [], [], seconds)
+            if ready and os.read(self.dump_fd, 64):
+                faulthandler.dump_traceback(file=self.stacks, all_threads=True)
+            elif ready:             # the parent closed its end: nothing more will be asked
+                self.dump_fd = None
+        except (OSError, ValueError):
+            self.dump_fd = None
 
     def resume_parent(self) -> None:
         """A submission can SIGSTOP the tool; this process, the last of it to run, continues it."""
