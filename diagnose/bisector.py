@@ -251,9 +251,11 @@ def conclude(session: Session) -> None:
             causes.append(_outcome_cause(session, base, minimal, fixers))
         elif effective(session, base).outcome in FAILURES and (
                 not singles or any(v != "unknown" for v in verdicts.values())):
-            # the run that failed: the baseline, or (a flaky baseline) its solo rerun that did
-            failed = base if base.failed_stage else next(
-                (c for c in confirmations(session, base) if c.failed_stage), None)
+            # the run that failed: the baseline, or (a flaky baseline) its solo rerun that did, which is
+            # what the harness, running alone, would see
+            alone = [c for c in confirmations(session, base) if c.failed_stage]
+            failed = alone[-1] if alone and (effective(session, base).flaky or not base.failed_stage) else \
+                base if base.failed_stage else None
             if failed is not None:
                 c = _unfixed_cause(session, failed)
                 (session.inconclusive if isinstance(c, Inconclusive) else causes).append(c)

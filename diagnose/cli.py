@@ -46,8 +46,10 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
                        "tested fix.")
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-out = Console(highlight=False, soft_wrap=True)
+# Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
+PIPED_WIDTH = 160
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
 
 
 def _plain() -> bool:

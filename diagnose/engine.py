@@ -396,6 +396,8 @@ class Engine:
             if self.stop.is_set() and s.verdict.status != Status.INTERRUPTED:
                 s.verdict.note = "the diagnosis was interrupted: conclusions rest only on the runs that finished"
             busy = evidence.host_busy(s)
+            # measured again on every conclusion, over every run so far: the latest measure is the one
+            s.warnings = [w for w in s.warnings if w["kind"] != Warning_.HOST_BUSY]
             if busy:
                 s.warn(Warning_.HOST_BUSY, busy)
             for r in s.runs:

@@ -87,11 +87,23 @@ def effective(session: Session, run: Run) -> Effective:
     solo = [c for c in confirmations(session, run) if c.outcome not in NO_EVIDENCE]
     if not solo:
         return Effective(run.outcome, False, f"unconfirmed: {d}; no solo rerun was made")
-    if all(c.outcome == run.outcome for c in solo):
+    if all(_ending(c) == _ending(run) for c in solo):
         return Effective(run.outcome, True, f"confirmed by a solo rerun ({', '.join(c.id for c in solo)})")
     last = solo[-1]
-    return Effective(last.outcome, False, f"flaky: {run.id} ended {run.outcome} ({d}), its solo rerun "
-                                          f"{last.id} ended {last.outcome}", flaky=True)
+    return Effective(last.outcome, False, f"flaky: {run.id} ended {_said(run)} ({d}), its solo rerun "
+                                          f"{last.id} ended {_said(last)}", flaky=True)
+
+
+def _ending(run: Run) -> tuple:
+    """How a run ended: its outcome and the stage that ended it. A timeout in another stage is another
+    ending: it puts the failure somewhere else."""
+    failed = run.failed_stage
+    return run.outcome, failed.name if failed else None
+
+
+def _said(run: Run) -> str:
+    failed = run.failed_stage
+    return f"{run.outcome} in {failed.name}" if failed else str(run.outcome)
 
 
 def host_busy(session: Session) -> str | None:

@@ -99,17 +99,24 @@ def verdict(session, interrupted: bool = False) -> Verdict:
                            message=f"inconclusive: {base.outcome} beside other runs, but its solo rerun "
                                    f"never ran {', '.join(missing)}", runs=[base.id], confirmed=False, note=eff.note)
     if eff.flaky:     # the solo rerun ended otherwise: that is what the harness, running alone, would see
+        alone = [c for c in evidence.confirmations(session, base) if c.outcome not in NO_EVIDENCE][-1]
+        if alone.failed_stage is not None:     # it failed elsewhere: say where, from the solo rerun itself
+            return _failure_verdict(session, alone, alone.failed_stage, runs=[base.id, alone.id],
+                                    confirmed=False, note=eff.note)
         return Verdict(eff.outcome, message=f"{base.outcome} beside other runs, {eff.outcome} when run alone",
                        runs=[base.id], confirmed=False, note=eff.note)
     if st is None:
         return Verdict(Status.OK, message="every stage passed within its budget", runs=[base.id],
                        confirmed=eff.confirmed, note=eff.note)
+    return _failure_verdict(session, base, st, runs=[base.id], confirmed=eff.confirmed, note=eff.note)
+
+
+def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:
     site = None
     if st.site:
         site = {"file": session.submission.get("path"), "line": st.site["line"],
                 "code": source_line(session, st.site["line"]), "func": st.site.get("func")}
-    return Verdict(base.outcome, stage=st.name, phase=st.phase, message=st.message, site=site, runs=[base.id],
-                   confirmed=eff.confirmed, note=eff.note)
+    return Verdict(run.outcome, stage=st.name, phase=st.phase, message=st.message, site=site, **kw)
 
 
 def _not_rerun(session, base: Run) -> list[str]:

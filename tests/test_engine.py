@@ -125,6 +125,18 @@ def test_a_timeout_under_load_is_confirmed_by_a_solo_rerun():
     assert "confirmed by a solo rerun" in s.verdict.note
 
 
+def test_the_host_busy_warning_is_given_once_with_the_latest_measure():
+    """Concluded before and after the solo rerun: one warning, measured over every run."""
+    def script(run):
+        if run.role == Role.CONFIRM:
+            return [ok("compile"), stage("test", "timeout", wall=6.0, budget=6.0, phase="first_call:a")]
+        return [ok("compile", delay=4.0), stage("test", "timeout", wall=6.0, budget=6.0, delay=3.0,
+                                                overlapped=["r1"], phase="first_call:a")]
+    s, _ = diagnose(STORM, script, jobs=3, probes=[])
+    busy = [w for w in s.warnings if w["kind"] == "host_busy"]
+    assert len(busy) == 1 and "over 32 s of runs" in busy[0]["message"], s.warnings
+
+
 def test_a_timeout_that_passes_alone_is_not_reported_as_a_timeout():
     s, runner = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
     assert s.verdict.status == Status.OK and not s.verdict.confirmed
@@ -151,6 +163,23 @@ def test_a_flaky_failure_whose_rerun_stopped_early_is_inconclusive():
     v = summary.verdict(s)
     assert v.status == Status.INCOMPLETE and not v.confirmed
     assert v.message.startswith("inconclusive") and "benchmark, leaderboard" in v.message
+
+
+def test_a_solo_rerun_that_fails_in_another_stage_moves_the_verdict_there():
+    """Under load the compile step timed out (a slow import); alone it passed and the test stage hung at a
+    line. The verdict is the solo rerun's: test, with its line, and it says the first run differed."""
+    def script(run):
+        if run.role == Role.CONFIRM:
+            return [ok("compile"), stage("test", "timeout", wall=60.0, phase="first_call:a",
+                                         site={"file": "/work/sub.py", "line": 10, "func": "custom_kernel"})]
+        return [stage("compile", "timeout", wall=60.0, delay=20.0, overlapped=["r1"], phase="submission_import"),
+                StageResult("test", Status.SKIPPED), StageResult("benchmark", Status.SKIPPED),
+                StageResult("leaderboard", Status.SKIPPED)]
+    s, _ = diagnose(STORM, script, jobs=3, probes=[])
+    v = s.verdict
+    assert (v.status, v.stage, v.site["line"]) == (Status.TIMEOUT, "test", 10) and not v.confirmed
+    assert "timeout in compile" in v.note and "timeout in test" in v.note and len(v.runs) == 2
+    assert s.causes and s.causes[0].site["line"] == 10      # the cause is placed where the solo rerun hung
 
 
 def test_without_confirmation_a_doubtful_timeout_says_unconfirmed():

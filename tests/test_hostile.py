@@ -126,9 +126,9 @@ def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragme
     assert (res["dir"] / "run" / "session.json").stat().st_size < 2 << 20     # evidence is bounded
     if gate:
         chk = res["check"]
-        # a passing submission may still be AT RISK on a CPU: its predicted benchmark is over budget there
-        over = status == "ok" and "AT RISK (ok, over budget)" in chk.stdout and "on a CPU over budget" in chk.stdout
-        assert chk.returncode == (0 if status == "ok" and not over else 1), chk.stdout + chk.stderr
+        assert chk.returncode == (0 if status == "ok" else 1), chk.stdout + chk.stderr
+        # without a GPU a pass is never called SAFE: CPU timings say nothing about a GPU budget
+        assert ("PASSED ON CPU" in chk.stdout) == (status == "ok") and "SAFE" not in chk.stdout
         assert "Traceback" not in chk.stderr
         assert json.loads((res["dir"] / "check" / "session.json").read_text())["verdict"]["status"] == status
     assert res["untouched"]

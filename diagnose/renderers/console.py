@@ -63,19 +63,20 @@ def check_exit(session: Session, safe: bool) -> int:
 
 def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
                 quiet: bool = False) -> tuple[list, bool]:
-    """The `check` table and whether the submission is safe to submit. Never SAFE when a stage failed,
-    when a measured or predicted stage time exceeds its budget (even if the time came from a CPU), or
-    when the scan found an error-level risk."""
+    """The `check` table and whether the submission passes. Never passes when a stage failed, when a stage
+    time measured or predicted on a GPU exceeds its budget, or when the scan found an error-level risk.
+    Without a GPU, timings are shown but not judged (they say nothing about a GPU budget): a pass there is
+    PASSED ON CPU, never SAFE."""
     t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
     for col in ("stage", "status", "seconds", "budget", "note"):
         t.add_column(col)
-    over = []
+    over, cpu_over = [], []
     base = session.baseline
     for m, st in zip(summary.margins(base), [s for s in base.stages if s.status not in
                                              (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)]) if base else []:
         sec = f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else "") + ("" if gpu else " (CPU)")
         if m["seconds"] > m["budget_s"]:
-            over.append(m["stage"])
+            (over if gpu else cpu_over).append(m["stage"])
         t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", escape(st.message[:80]))
     lines: list = [t]
     for r in risks:
@@ -86,11 +87,14 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
         lines.append(f"[bold yellow]CANNOT JUDGE HERE[/] ({escape(session.verdict.message)})")
         return (lines[-1:] if quiet else lines), False
     if over:
-        where = "measured or predicted on a CPU" if not gpu else "measured or predicted"
-        lines.append(f"note: {', '.join(over)} {where} over budget")
+        lines.append(f"note: {', '.join(over)} measured or predicted over budget")
+    if cpu_over:
+        lines.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
     if not gpu:
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
-    safe = status == Status.OK and not over and not any(r["severity"] == "error" for r in risks)
-    lines.append(f"[bold {'green' if safe else 'red'}]{'SAFE' if safe else 'AT RISK'}[/] ({status}"
-                 + (", over budget" if over and status == Status.OK else "") + ")")
-    return (lines[-1:] if quiet else lines), safe
+    passed = status == Status.OK and not over and not any(r["severity"] == "error" for r in risks)
+    label = ("SAFE" if gpu else "PASSED ON CPU") if passed else "AT RISK"
+    detail = (", over budget" if over and status == Status.OK else "") + ("" if gpu or not passed else
+                                                                         "; timing not judged without a GPU")
+    lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail})")
+    return (lines[-1:] if quiet else lines), passed

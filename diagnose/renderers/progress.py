@@ -35,6 +35,7 @@ class Progress:
         self.t0 = time.time()
         self.active: dict[str, dict] = {}
         self.done: list[tuple[str, str, str]] = []   # (run id, label, outcome)
+        self._shown: dict[str, int] = {}             # run id -> how many of its stages were shown
 
     def on_event(self, run, stage: str, ev: dict) -> None:
         with self.lock:
@@ -54,8 +55,12 @@ class Progress:
             self.phase_done(run, stage, *ended)
 
     def on_stage(self, run) -> None:
-        if run.stages:
-            self.stage_done(run, run.stages[-1])
+        # every stage not shown yet: a failed stage arrives together with the skipped ones after it
+        with self.lock:
+            shown = self._shown.get(run.id, 0)
+            self._shown[run.id] = len(run.stages)
+        for st in run.stages[shown:]:
+            self.stage_done(run, st)
 
     def on_run_done(self, run) -> None:
         with self.lock:

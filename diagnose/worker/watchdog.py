@@ -48,6 +48,7 @@ class Watchdog(threading.Thread):
     def __init__(self, budget_s: float | None, stacks, root: str | None, dump_fd: int | None = None):
         super().__init__(daemon=True, name="diagnose-watchdog")
         self.budget_s, self.stacks, self.root, self.dump_fd = budget_s, stacks, root, dump_fd
+        self._dump_id = self._identity(dump_fd)
         self.start_t = time.time()
         self.waited_s = 0.0
         self.ppid = os.getppid()
@@ -82,6 +83,8 @@ class Watchdog(threading.Thread):
 
     def _nap(self, seconds: float) -> None:
         """Sleep, or wake to a dump request from the parent and answer it."""
+        if self.dump_fd is not None and self._identity(self.dump_fd) != self._dump_id:
+            self.dump_fd = None              # closed by the submission, or its number reused for another file
         if self.dump_fd is None:
             time.sleep(seconds)
             return
@@ -93,6 +96,14 @@ class Watchdog(threading.Thread):
                 self.dump_fd = None
         except (OSError, ValueError):
             self.dump_fd = None
+
+    @staticmethod
+    def _identity(fd: int | None) -> tuple | None:
+        try:
+            st = os.fstat(fd) if fd is not None else None
+        except OSError:
+            return None
+        return (st.st_dev, st.st_ino) if st else None
 
     def resume_parent(self) -> None:
         """A submission can SIGSTOP the tool; this process, the last of it to run, continues it."""
