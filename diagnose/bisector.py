@@ -464,6 +464,10 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
     return out
 
 
+# Two H100 runs of one Round 9 variant differed by up to 1.7 % in steady state (92.5 and 94.1 µs per call)
+FIX_TIE_REL = 0.02
+
+
 def _fix(session: Session, base: Run) -> Fix | None:
     if effective(session, base).outcome == Status.OK:
         return None
@@ -479,6 +483,11 @@ def _fix(session: Session, base: Run) -> Fix | None:
         return None
     scored = sorted(((geomean(steady_us(r).values()) or math.inf, r) for r in good), key=lambda x: x[0])
     best_us, best = scored[0]
+    # Within run-to-run noise of the fastest, the fix that names the mechanism wins (it is the one the cause
+    # points at); beyond it, speed decides.
+    near = [(us, r) for us, r in scored if best_us != math.inf and us <= best_us * (1 + FIX_TIE_REL)]
+    if near:
+        best_us, best = max(near, key=lambda x: (toggle_rank(x[1]) if x[1].probe in BY_NAME else 0, -x[0]))
     seen, costs = set(), []
     for us, r in scored:
         if r.source_sha in seen:

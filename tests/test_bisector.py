@@ -187,3 +187,17 @@ def test_a_timeout_outside_the_submissions_code_is_not_called_a_bug_in_it():
     s.verdict = summary.verdict(s)
     head = markdown.render(s).splitlines()[:5]
     assert any(line.startswith("- **Top cause:** inconclusive: r0 timed out in benchmark") for line in head)
+
+
+def test_within_noise_the_fix_that_names_the_mechanism_is_chosen():
+    """mode=default measured 1 % faster than 'no CUDA graphs': within run-to-run noise, so the fix is the
+    toggle the cause names, and the other one's cost is shown against it."""
+    s = session([crash_base(),
+                 run("r1", "compile_mode", "mode=default", per_call_us=US),
+                 run("r2", "compile_mode", "same mode, no CUDA graphs", per_call_us={k: v * 1.01 for k, v in US.items()}),
+                 run("r3", "compile_mode", "compile off", per_call_us={k: v * 1.5 for k, v in US.items()})])
+    analyze(s, ["compile_mode"])
+    assert s.fix.run == "r2"
+    costs = {c.toggle: c.delta_us for c in s.fix.costs}
+    assert costs["same mode, no CUDA graphs"] == 0 and -1.2 < costs["mode=default"] < -1.0
+    assert costs["compile off"] > 50         # beyond the noise, speed decides: it is not chosen

@@ -12,6 +12,7 @@ from __future__ import annotations
 import shlex
 
 from diagnose import hotspots, summary
+from diagnose.bisector import FIX_TIE_REL
 from diagnose.renderers.text import code_span, fence, fold_frames
 from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
 
@@ -60,7 +61,10 @@ def _head(s: Session) -> list[str]:
         out.append("- **Top cause:** " + _no_cause(s))
     if s.fix:
         us = f", {s.fix.steady_us:.1f} µs per call (geometric mean of the benchmark shapes)" if s.fix.steady_us else ""
-        out.append(f"- **Verified fix:** {code_span(s.fix.toggle or '')} passes every stage{us}. Diff below.")
+        ran = s.harness.get("stages") or []
+        which = "every stage" if set(ran) >= {"test", "benchmark", "leaderboard"} or not ran else \
+            f"every stage run ({', '.join(ran)})"
+        out.append(f"- **Verified fix:** {code_span(s.fix.toggle or '')} passes {which}{us}. Diff below.")
     else:
         out.append("- **Verified fix:** none" + ("." if v.status == Status.OK else
                                                   ": no variant passed every stage the baseline ran."))
@@ -161,11 +165,12 @@ def _fix(s: Session) -> list[str]:
         return []
     f = s.fix
     out = ["## Verified fix", "", f"{code_span(f.toggle or '')} (run {f.run}) passes every check and fits every "
-           f"budget, with the best steady state of the working variants.", "", *fence(f.diff.rstrip(), "diff"), "",
+           f"budget, with the best steady state of the working variants (within {FIX_TIE_REL:.0%}, the toggle that "
+           f"names the mechanism is preferred).", "", *fence(f.diff.rstrip(), "diff"), "",
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
-           "", "| fix | steady µs | vs best |", "|---|---|---|"]
+           "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
     for c in f.costs:
-        vs = "n/a" if c.delta_us is None else "best" if c.delta_us == 0 else f"+{c.delta_us:.1f} µs per call"
+        vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else f"{c.delta_us:+.1f} µs per call"
         out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
     return out + [""]
 
