@@ -170,7 +170,7 @@ def _fix(s: Session) -> list[str]:
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
     for c in f.costs:
-        vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else f"{c.delta_us:+.1f} µs per call"
+        vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
         out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
     return out + [""]
 

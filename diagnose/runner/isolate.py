@@ -421,7 +421,11 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     res.stdout_bytes, res.stderr_bytes = out.total, err.total
     res.events, res.anomalies = parser.events, parser.anomalies
     if arbiter:
-        ivs = [(max(a, res.start_t), b, k) for a, b, k in arbiter.intervals(owner) if b - a > 0.005]
+        # Only within the run's measured wall time: after a deadline the process lives on while its stacks
+        # are dumped, and a pause then must not be taken off the time it was charged.
+        end = res.start_t + res.wall_s
+        ivs = [(max(a, res.start_t), min(b, end), k) for a, b, k in arbiter.intervals(owner)
+               if min(b, end) - max(a, res.start_t) > 0.005]
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
