@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
+from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
@@ -72,6 +73,8 @@ class Progress:
         with self.lock:
             k, n = len(self.done), max(len(self.done), self.planned())
         el = time.time() - self.t0
+        if n == 0:
+            return f"starting · {_dur(el)} elapsed"
         left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
         return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
 
@@ -88,8 +91,7 @@ class Progress:
 
 class LiveProgress(Progress):
     def __rich__(self):
-        t = Table.grid(padding=(0, 2))
-        t.add_row(Text(self.counts(), style="bold"), Text(""), Text(""), Text(""))
+        t = Table.grid(padding=(0, 2))       # the counts line sits above it: in it, it would widen a column
         with self.lock:
             for rid, label, outcome in self.done[-4:]:
                 t.add_row(Text(rid, style="dim"), Text(label), Text(outcome, style="green" if outcome == "ok" else "red"),
@@ -99,7 +101,7 @@ class LiveProgress(Progress):
                 b = self.budgets.get(a["stage"], 0)
                 t.add_row(Text(rid, style="cyan"), Text(a["label"]), Text(f"{a['stage']} · {a['phase']}"),
                           Text(f"{el:5.1f} s / {b:.0f} s", style="red" if b and el > 0.8 * b else ""))
-        return t
+        return Group(Text(self.counts(), style="bold"), t)
 
 
 class PlainProgress(Progress):
