@@ -6,7 +6,7 @@ EXPECT is one of: `healthy` (verdict ok, no cause); `bug` (a crash or a wrong re
 no probe blamed); `hot_spot` (a timeout whose cause is the measured hot spot, no probe blamed);
 `too_slow:<probe>`; or the suspects of the top cause, joined by '+'.
 
-Run with `python -m pytest -m corpus` (its own command, not part of .ci/run: about 20 minutes on 2 cores).
+Run with `python -m pytest -m corpus` (its own command, not part of .ci/run: about 15 minutes on 2 cores).
 """
 import json
 import re
