@@ -44,7 +44,7 @@ WARMUP_AT_IMPORT = textwrap.dedent('''
 
 
 def diagnose(source, script, jobs=1, stop=None, gpu=True, **opts):
-    sub = Submission(path=Path("/work/sub.py"), source=source, tree=ast.parse(source))
+    sub = Submission(path=Path("/home/user/sub.py"), source=source, tree=ast.parse(source))
     session = Session(submission={"path": "sub.py", "name": "sub.py", "source": source},
                       task={"name": "t", "shape_set": "full"},
                       harness={"name": "gpumode", "stages": STAGES, "budgets": BUDGETS})
@@ -171,7 +171,7 @@ def test_a_solo_rerun_that_fails_in_another_stage_moves_the_verdict_there():
     def script(run):
         if run.role == Role.CONFIRM:
             return [ok("compile"), stage("test", "timeout", wall=60.0, phase="first_call:a",
-                                         site={"file": "/work/sub.py", "line": 10, "func": "custom_kernel"})]
+                                         site={"file": "/home/user/sub.py", "line": 10, "func": "custom_kernel"})]
         return [stage("compile", "timeout", wall=60.0, delay=20.0, overlapped=["r1"], phase="submission_import"),
                 StageResult("test", Status.SKIPPED), StageResult("benchmark", Status.SKIPPED),
                 StageResult("leaderboard", Status.SKIPPED)]
