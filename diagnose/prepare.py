@@ -132,7 +132,7 @@ def prepare(i: Inputs) -> Prepared:
     settings.sample = i.sample
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
-        task={**t.to_dict(), "directory": "(built-in)" if t.builtin else t.directory,
+        task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
               "files": [[n, s if s == "@SUBMISSION@" else shown_path(Path(s))] for n, s in t.files]},
         command=["diagnose"] + sys.argv[1:], tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),

@@ -61,6 +61,8 @@ def test_per_problem_timeouts_come_from_task_yml(tmp_path):
     v = s["verdict"]
     assert res.returncode == 1 and v["status"] == "timeout" and "20 s budget" in v["message"]
     assert s["harness"]["budgets"]["test"] == 20.0 and v["site"]["line"] == 5
+    # recorded as the user would write it: a report attached to a ticket carries no machine's layout
+    assert s["task"]["directory"] == "tests/fixtures/problems/doubling"
 
 
 def test_string_checker_and_fifty_input_evaluator(tmp_path):
