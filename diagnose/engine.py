@@ -416,7 +416,7 @@ class Engine:
                 # A failure in doubt: if it does not come back alone, the stages it cut off must run too,
                 # or a pass of the first stages would stand for a pass of the whole run.
                 planned = self._states[r.id].stages
-                stages += [n for n in planned[planned.index(stages[-1]) + 1:]] if stages[-1] in planned else []
+                stages += planned[planned.index(stages[-1]) + 1:] if stages[-1] in planned else []
             c = self.launch(Role.CONFIRM, r.probe, r.toggle, self.sources[r.id],
                             tuple(k for k in r.switches if k == WARM), stages=stages, confirms=r.id)
             launched.append(c)

@@ -80,11 +80,16 @@ def confirmations(session: Session, run: Run) -> list[Run]:
     return [r for r in session.runs if r.role == Role.CONFIRM and r.confirms == run.id and r.stages]
 
 
+def solo_reruns(session: Session, run: Run) -> list[Run]:
+    """The run's solo reruns that say something about the submission, oldest first."""
+    return [c for c in confirmations(session, run) if c.outcome not in NO_EVIDENCE]
+
+
 def effective(session: Session, run: Run) -> Effective:
     d = run_doubt(run)
     if d is None:
         return Effective(run.outcome, True)
-    solo = [c for c in confirmations(session, run) if c.outcome not in NO_EVIDENCE]
+    solo = solo_reruns(session, run)
     if not solo:
         return Effective(run.outcome, False, f"unconfirmed: {d}; no solo rerun was made")
     if all(_ending(c) == _ending(run) for c in solo):

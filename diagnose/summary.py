@@ -7,7 +7,7 @@ from __future__ import annotations
 from diagnose import evidence
 from diagnose.measures import geomean, recompiles, steady_us
 from diagnose.evidence import NOISE_ABS, NOISE_REL
-from diagnose.session import NO_EVIDENCE, Role, Run, StageResult, Status, Verdict
+from diagnose.session import Role, Run, StageResult, Status, Verdict
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -99,7 +99,7 @@ def verdict(session, interrupted: bool = False) -> Verdict:
                            message=f"inconclusive: {base.outcome} beside other runs, but its solo rerun "
                                    f"never ran {', '.join(missing)}", runs=[base.id], confirmed=False, note=eff.note)
     if eff.flaky:     # the solo rerun ended otherwise: that is what the harness, running alone, would see
-        alone = [c for c in evidence.confirmations(session, base) if c.outcome not in NO_EVIDENCE][-1]
+        alone = evidence.solo_reruns(session, base)[-1]
         if alone.failed_stage is not None:     # it failed elsewhere: say where, from the solo rerun itself
             return _failure_verdict(session, alone, alone.failed_stage, runs=[base.id, alone.id],
                                     confirmed=False, note=eff.note)
@@ -121,7 +121,7 @@ def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:
 
 def _not_rerun(session, base: Run) -> list[str]:
     """The harness stages that neither the baseline nor its last solo rerun measured."""
-    solo = [c for c in evidence.confirmations(session, base) if c.outcome not in NO_EVIDENCE]
+    solo = evidence.solo_reruns(session, base)
     ran = {s.name for s in solo[-1].stages if s.status != Status.SKIPPED} if solo else set()
     return [n for n in session.harness.get("stages", []) if n not in ran]
 
