@@ -125,7 +125,10 @@ SUBMISSION = typer.Argument(..., metavar="SUBMISSION", show_default=False,
                             help="The submission .py file (defines custom_kernel).")
 PROBLEM = typer.Option(None, "--problem", metavar="DIR", help="GPU MODE problem directory (reference.py, task.yml).")
 TASK = typer.Option("fp8-dual-gemm", "--task", metavar="NAME", help="Built-in task, when no --problem is given.")
-BUDGET = typer.Option(None, "--budget", "-b", metavar="SECONDS", help="Seconds per stage (default 180; compile step 120).")
+BUDGET = typer.Option(None, "--budget", "-b", metavar="SECONDS",
+                      help="Seconds per stage (default: the task's, else 180). The compile step keeps its own.")
+COMPILE_BUDGET = typer.Option(None, "--compile-budget", metavar="SECONDS",
+                              help="Seconds for the compile step before each stage (default 120, as the harness).")
 SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
                      help="Shape set: the small one or the task's own (default: small without a GPU).")
 QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
@@ -138,10 +141,10 @@ def run(
     problem: Optional[Path] = PROBLEM,
     task: str = TASK,
     budget: Optional[float] = BUDGET,
-    compile_budget: Optional[float] = typer.Option(None, "--compile-budget", metavar="SECONDS",
-                                                   help="Seconds for the compile step (default 120)."),
+    compile_budget: Optional[float] = COMPILE_BUDGET,
     stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST",
-                               help="Comma-separated stages to run."),
+                               help="Comma-separated stages to run; 'compile' runs the harness's compile step "
+                                    "before each of them."),
     full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
     probes: Optional[str] = typer.Option(None, "--probes", "-p", metavar="LIST",
                                          help="Comma-separated probes (default: all present); 'none' runs the "
@@ -205,6 +208,7 @@ def check(
     problem: Optional[Path] = PROBLEM,
     task: str = TASK,
     budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = COMPILE_BUDGET,
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                            help="Also write session.json and report.md here."),
     small: Optional[bool] = SMALL,
@@ -218,7 +222,7 @@ def check(
     from diagnose.prepare import Inputs, cannot_judge, prepare, problem_options
     from diagnose.renderers.console import check_exit, check_table
     from diagnose.risks import static_risks
-    prep = prepare(Inputs(submission, problem, task, budget, sample_repeats=5, small=small, jobs=1))
+    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     progress, shown = _progress(prep, _verbosity(quiet, verbose))
     with _Signals() as sig:

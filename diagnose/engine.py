@@ -18,7 +18,7 @@ import itertools
 import threading
 from dataclasses import dataclass, field
 
-from diagnose import bisector, evidence, summary
+from diagnose import bisector, carried, evidence, summary
 from diagnose.edits import edited_lines, unified_diff
 from diagnose.errors import BadInput
 from diagnose.runner import Job, Runner
@@ -53,7 +53,7 @@ class _State:
     run: Run
     source: str
     stages: list[str]
-    cache_from: str | None = None
+    warm_from: str | None = None
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
 
@@ -114,8 +114,8 @@ class Engine:
                 return run
             if not fresh:
                 self._by_key[key] = run
-            cache_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = _State(run, source, list(stages or self.stages), cache_from=cache_from)
+            warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
+            st = _State(run, source, list(stages or self.stages), warm_from=warm_from)
             self._states[run.id] = st
         self._advance(st)
         return run
@@ -170,7 +170,7 @@ class Engine:
                 return self._advance(st)
         st.next += 1
         solo = run.role == Role.CONFIRM or stage in self.opts.solo_stages
-        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, cache_from=st.cache_from, solo=solo)
+        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo)
         prio = self._priority(st, stage)
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
@@ -392,6 +392,7 @@ class Engine:
         s = self.session
         with self.lock:
             bisector.conclude(s)
+            _state_notes(s)
             s.verdict = summary.verdict(s, interrupted=self.stop.is_set())
             if self.stop.is_set() and s.verdict.status != Status.INTERRUPTED:
                 s.verdict.note = "the diagnosis was interrupted: conclusions rest only on the runs that finished"
@@ -469,6 +470,19 @@ class Engine:
             if n not in kept:
                 source = removers[n].apply(source)
         return source
+
+
+def _state_notes(s: Session) -> None:
+    """A conclusion whose runs differ in state kept between their processes says so: that state, not the
+    toggle, may be what made the difference."""
+    base = s.baseline
+    if base is None:
+        return
+    for c in s.causes:
+        notes = {carried.difference(base, r) for r in (s.run(i) for i in c.evidence) if r is not None and r is not base}
+        c.state = "; ".join(sorted(n for n in notes if n))
+    if s.fix and s.run(s.fix.run):
+        s.fix.state = carried.difference(base, s.run(s.fix.run))
 
 
 def probe_table() -> list[dict]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -58,12 +59,17 @@ def at_least(flag: str, val: int | None, low: int) -> None:
         raise BadInput(f"{flag} must be at least {low}, got {val}")
 
 
-def stage_list(spec: str) -> list[str]:
+def stage_list(spec: str) -> tuple[list[str], bool]:
+    """The stages to run, and whether the harness's compile step runs before each ("compile" in the list)."""
     names = [s.strip() for s in spec.split(",") if s.strip()]
     bad = [s for s in names if s not in harness.STAGES]
     if bad or not names:
         raise BadInput(f"--stages: unknown stage {', '.join(bad) or '(none)'}; choose from {', '.join(harness.STAGES)}")
-    return [s for s in harness.STAGES if s in names]
+    stages = [s for s in harness.JUDGED if s in names]
+    if not stages:
+        raise BadInput("--stages compile: the compile step runs before each stage and decides nothing by itself; "
+                       "add a stage (test, benchmark, leaderboard)")
+    return stages, "compile" in names
 
 
 def probe_list(spec: str | None) -> list[str] | None:
@@ -110,6 +116,7 @@ def _evaluator(t) -> str:
 
 
 def prepare(i: Inputs) -> Prepared:
+    from diagnose.runner.container import dropped_env
     from diagnose.runner.stages import RunSettings
     from diagnose.scan import scan_source
     from diagnose.session import Session
@@ -120,7 +127,7 @@ def prepare(i: Inputs) -> Prepared:
     at_least("--jobs", i.jobs, 1)
     at_least("--repeat", i.repeat, 1)
     at_least("--sample-repeats", i.sample_repeats, 2)
-    stages = stage_list(i.stages)
+    stages, compile_step = stage_list(i.stages)
     names = probe_list(i.probes)
     gpu_ids = gpu_list(i.gpus)
     sub = load_submission(i.submission)
@@ -128,7 +135,7 @@ def prepare(i: Inputs) -> Prepared:
     t = load_task(i.problem, i.task, small=i.small if i.small is not None else not gpu)
     settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
                            depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
-                           max_rss_mb=i.max_rss, keep=i.keep)
+                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step)
     settings.sample = i.sample
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
@@ -137,7 +144,9 @@ def prepare(i: Inputs) -> Prepared:
         command=["diagnose"] + sys.argv[1:], tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
-                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t)},
+                 "compile_step": compile_step, "ranking_by": t.ranking_by,
+                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
+                 "container": {"dropped_env": dropped_env(os.environ)}},
         scan=scan_source(sub.source, sub.tree).to_list())
     jobs = i.jobs or device.default_jobs()
     if t.world_size > 1:
@@ -169,6 +178,10 @@ def cannot_judge(session, settings) -> bool:
 
 def environment(session) -> None:
     """Lift what the runs said about the machine (torch, GPU, the L2 flush) into the session's header."""
+    walls = next((st.state["container"] for r in session.runs for s in r.stages
+                  for st in (s.compile_step, s) if st is not None and st.state.get("container")), None)
+    if walls:
+        session.harness.setdefault("container", {})["walls"] = walls
     events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
     env = next((e for e in events if e["k"] == "env"), None)
     if env:

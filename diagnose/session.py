@@ -11,7 +11,8 @@ import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
+READABLE = (2, 3)     # 2: the compile step was a stage of its own; every field added since has a default
 
 
 class Status(str, enum.Enum):
@@ -133,6 +134,11 @@ class StageResult:
     loops: dict = field(default_factory=dict)      # phase -> {loop header line: iterations} (Python 3.12+)
     compile_calls: list[dict] = field(default_factory=list)   # every torch.compile call, where and how
     evaluator: dict = field(default_factory=dict)      # the problem's own evaluator: its report lines
+    # The harness's compile step (`python3 submission.py`) that ran before this stage in the same container:
+    # recorded, shown, never what decides the stage.
+    compile_step: "StageResult | None" = None
+    # State in the container: {written: {group: {files, bytes}}, reads, writes, outside, spawned, container}
+    state: dict = field(default_factory=dict)
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
 
@@ -152,6 +158,7 @@ class StageResult:
         d["status"] = Status(d["status"])
         d["phases"] = [Phase(**p) for p in d.get("phases", [])]
         d["contention"] = Contention(**d.get("contention", {}))
+        d["compile_step"] = cls.from_dict(d["compile_step"]) if d.get("compile_step") else None
         return cls(**d)
 
     def phase_s(self, prefix: str) -> float:
@@ -250,6 +257,7 @@ class Cause:
     confirmed: bool = True
     alternatives: list[str] = field(default_factory=list)   # other single toggles that also fix it
     hot_spot: dict | None = None
+    state: str = ""             # how its runs differ in state kept between their processes, if they do
 
     @classmethod
     def from_dict(cls, d: dict) -> "Cause":
@@ -298,6 +306,7 @@ class Fix:
     toggle: str | None
     probe: str | None
     costs: list[FixCost] = field(default_factory=list)
+    state: str = ""             # how the fix's run differs from the baseline in state kept between processes
 
     @classmethod
     def from_dict(cls, d: dict) -> "Fix":
@@ -337,7 +346,7 @@ class Session:
     def from_dict(cls, d: dict) -> "Session":
         if not isinstance(d, dict) or "schema_version" not in d or "runs" not in d:
             raise ValueError("not a diagnose session (no schema_version)")
-        if d["schema_version"] != SCHEMA_VERSION:
+        if d["schema_version"] not in READABLE:
             newer = d["schema_version"] > SCHEMA_VERSION
             raise ValueError(f"session schema {d['schema_version']} is {'newer' if newer else 'older'} than this "
                              f"diagnose reads ({SCHEMA_VERSION}); " + ("upgrade diagnose" if newer else

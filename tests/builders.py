@@ -65,6 +65,10 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
 def session(runs, scan=SCAN) -> Session:
     return Session(submission={"path": "kernels/sub.py", "name": "sub.py", "sha256": "x", "source": SOURCE},
                    task={"name": "fp8-dual-gemm", "shape_set": "full"},
-                   harness={"name": "gpumode", "depth": "predict", "stages": list(BUDGETS), "budgets": BUDGETS},
+                   harness={"name": "gpumode", "depth": "predict", "stages": list(BUDGETS), "budgets": BUDGETS,
+                            "compile_step": True, "ranking_by": "geom",
+                            "container": {"dropped_env": ["TORCHINDUCTOR_CACHE_DIR"],
+                                          "walls": {"namespace": "mount", "private": ["/tmp", "/dev/shm"],
+                                                    "kept": 1, "why": None}}},
                    command=["diagnose", "run", "sub.py"], created="2026-11-21T00:00:00+00:00", tool_version="0.1.0",
                    scan=scan, runs=runs, complete=True)

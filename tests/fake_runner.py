@@ -29,7 +29,7 @@ class ScriptedRunner:
             self._active.add(run.id)
             self.jobs.append({"run": run.id, "role": str(run.role), "toggle": run.toggle, "stages": list(job.stages),
                               "solo": job.solo, "beside": beside, "watch": list(job.watch),
-                              "cache_from": job.cache_from})
+                              "warm_from": job.warm_from})
         try:
             planned = {s.name: s for s in self.script(run)}
             for name in job.stages:

@@ -137,10 +137,14 @@ def test_run_healthy_writes_the_contract_and_exits_0(tmp_path):
     assert res.returncode == 0, res.stderr + res.stdout
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "session.json", "trace.json"]
     s = json.loads((out / "session.json").read_text())
-    assert s["schema_version"] == 2 and s["complete"] is True
+    assert s["schema_version"] == 3 and s["complete"] is True
     assert s["verdict"]["status"] == "ok" and s["causes"] == [] and s["fix"] is None
-    assert [st["name"] for st in s["runs"][0]["stages"]] == ["compile", "test", "benchmark"]
-    phases = [p["name"] for p in s["runs"][0]["stages"][1]["phases"]]
+    # the compile step runs before each stage, inside its record; the stages alone are the run's stages
+    stages = s["runs"][0]["stages"]
+    assert [st["name"] for st in stages] == ["test", "benchmark"]
+    assert [st["compile_step"]["name"] for st in stages] == ["compile", "compile"]
+    assert "script" in [p["name"] for p in stages[0]["compile_step"]["phases"]]
+    phases = [p["name"] for p in stages[0]["phases"]]
     assert "submission_import" in phases and any(p.startswith("first_call:") for p in phases)
     md = (out / "report.md").read_text()
     assert "- **Verdict:** OK" in md and "small shape set" in md and "say nothing about a GPU budget" in md

@@ -25,10 +25,11 @@ H = FIXTURES / "hostile"
 CASES = [
     ("exit0_at_import.py", "crash", "test", "SystemExit: 0", None, False),
     ("raise_systemexit.py", "crash", "test", "SystemExit", None, False),
-    ("os_exit_at_import.py", "crash", "compile", "exit code 3", None, False),
-    ("loop_at_import.py", "timeout", "compile", "budget", "IMPORT-LOOP", True),
-    ("segfault_at_import.py", "crash", "compile", "signal SIGSEGV", "SEGV-LINE", False),
-    ("sigkill_self.py", "crash", "compile", "signal SIGKILL", None, False),
+    # the compile step before the stage fails the same way, and decides nothing: the stage's own import does
+    ("os_exit_at_import.py", "crash", "test", "exit code 3", None, False),
+    ("loop_at_import.py", "timeout", "test", "budget", "IMPORT-LOOP", True),
+    ("segfault_at_import.py", "crash", "test", "signal SIGSEGV", "SEGV-LINE", False),
+    ("sigkill_self.py", "crash", "test", "signal SIGKILL", None, False),
     ("sleep_in_c.py", "timeout", "test", "budget", "SLEEP-LINE", False),
     ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE", False),
     ("main_hangs_helper_busy.py", "timeout", "test", "budget", "MAIN-LINE", False),   # the main thread's line
@@ -40,13 +41,14 @@ CASES = [
     ("nans.py", "wrong", "test", "NaN", None, False),
     ("deep_recursion.py", "crash", "test", "RecursionError", "RECURSE-LINE", False),
     ("markup_message.py", "crash", "test", "[bold red]boom[/] in [/tmp/x] and [red]", "MARKUP-LINE", False),
-    # the work finishes, but `python3` never exits: the harness times out, and so do we, in interpreter_exit
-    ("thread_forever.py", "timeout", "compile", "did not exit", "THREAD-LINE", False),
-    ("atexit_forever.py", "timeout", "compile", "did not exit", "ATEXIT-LINE", False),
+    # the work finishes, but `python3` never exits: the compile step times out in interpreter_exit and the
+    # harness ignores it; the stage's pool worker is terminated, as the harness's is
+    ("thread_forever.py", "ok", None, "every stage passed", None, False),
+    ("atexit_forever.py", "ok", None, "every stage passed", None, False),
     # forged verdicts and replaced judges
     ("forge_stage_done.py", "tampered", "test", "wrote a 'stage done' to the tool's channel", None, True),
     ("replace_checker.py", "tampered", "test", "reference.check_implementation was replaced", "TAMPER-LINE", True),
-    ("replace_timer.py", "tampered", "compile", "time.perf_counter was replaced", "TIMER-LINE", True),
+    ("replace_timer.py", "tampered", "test", "time.perf_counter was replaced", "TIMER-LINE", True),
     # valid code that Python runs, and hostility that must not change a passing verdict
     ("bom.py", "ok", None, "every stage passed", None, False),
     ("kernel_in_try.py", "ok", None, "every stage passed", None, False),
@@ -58,6 +60,10 @@ CASES = [
     ("double_fork_empty_env.py", "ok", None, "every stage passed", None, False),
 ]
 RUN_BUDGET, CHECK_BUDGET = 15, 20   # the failing cases fail at any budget; large against a loaded import (~3-8 s)
+# Cases that also run the harness's compile step before the stage (under its own, shortened limit): those
+# that fail at import or at exit, and every passing one.
+WITH_COMPILE_STEP = {"os_exit_at_import.py", "loop_at_import.py", "segfault_at_import.py", "sigkill_self.py",
+                     "thread_forever.py", "atexit_forever.py", "replace_timer.py"}
 TOOL_LIMIT = 150                     # no case may hold the tool longer than this
 
 
@@ -87,15 +93,16 @@ def _one_case(root, case):
     digest = hashlib.sha256((H / name).read_bytes()).hexdigest()
     t0 = time.time()
     budget = RUN_BUDGET if case[1] != "ok" else 60     # passing cases: no load may time them out
-    # a case that fails in test needs no compile step before it (one torch import less, per run and rerun)
-    stages = "test" if case[2] == "test" else "compile,test"
+    # the other cases need no compile step before them (one torch import less, per run and rerun)
+    stages = "compile,test" if name in WITH_COMPILE_STEP or case[1] == "ok" else "test"
     run = cli("run", H / name, "--probes", "none", "--stages", stages, "--budget", budget,
-              "--out", d / "run", env=env, timeout=TOOL_LIMIT)
+              "--compile-budget", RUN_BUDGET, "--out", d / "run", env=env, timeout=TOOL_LIMIT)
     res = {"run": run, "run_s": time.time() - t0, "dir": d}
     if gate:
         # a passing case keeps the default budgets: a CPU benchmark is slow, and says nothing about a GPU's
         budget = ["--budget", CHECK_BUDGET] if case[1] != "ok" else []
-        res["check"] = cli("check", H / name, *budget, "--out", d / "check", env=env, timeout=TOOL_LIMIT)
+        res["check"] = cli("check", H / name, *budget, "--compile-budget", RUN_BUDGET, "--out", d / "check", env=env,
+                           timeout=TOOL_LIMIT)
     res["untouched"] = hashlib.sha256((H / name).read_bytes()).hexdigest() == digest
     res["temp_left"] = sorted(os.listdir(tmp))
     return name, res
@@ -138,6 +145,16 @@ def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragme
     pids = (res["dir"] / "pids").read_text().split() if (res["dir"] / "pids").exists() else []
     alive = [p for p in map(int, pids) if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"detached processes survived: {alive}"
+
+
+@pytest.mark.parametrize("name,marker", [("thread_forever.py", "THREAD-LINE"), ("atexit_forever.py", "ATEXIT-LINE")])
+def test_a_script_that_never_exits_only_costs_its_compile_step(outcomes, name, marker):
+    """`python3 submission.py` finishes its work and never exits: the harness's compile step times out in
+    interpreter_exit and is ignored; the stage after it passes."""
+    s = json.loads((outcomes[name]["dir"] / "run" / "session.json").read_text())
+    step = s["runs"][0]["stages"][0]["compile_step"]
+    assert (step["status"], step["phase"]) == ("timeout", "interpreter_exit")
+    assert "did not exit" in step["message"] and step["site"]["line"] == marker_line(name, marker)
 
 
 def test_hostile_text_is_printed_as_itself(outcomes):
@@ -187,8 +204,8 @@ def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
 
 
 def test_100mb_of_output_keeps_capped_tails(tmp_path, no_temp_left):
-    res = cli("run", H / "spew.py", "--probes", "none", "--stages", "compile", "--out", tmp_path)
-    assert res.returncode == 0, res.stderr
+    res = cli("run", H / "spew.py", "--probes", "none", "--stages", "test", "--out", tmp_path)
+    assert res.returncode == 1, res.stderr     # it prints 100 MB at import, then returns zeros: wrong
     st = json.loads((tmp_path / "session.json").read_text())["runs"][0]["stages"][0]
     assert st["stdout_bytes"] >= 100 << 20 and st["stderr_bytes"] >= 100 << 20
     assert len(st["stdout_tail"]) <= 32 << 10 and len(st["stderr_tail"]) <= 32 << 10
@@ -197,7 +214,7 @@ def test_100mb_of_output_keeps_capped_tails(tmp_path, no_temp_left):
 
 
 def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
-    res = cli("run", H / "memory_hog.py", "--probes", "none", "--stages", "compile", "--max-rss", "1200",
+    res = cli("run", H / "memory_hog.py", "--probes", "none", "--stages", "test", "--max-rss", "1200",
               "--out", tmp_path)
     assert res.returncode == 1
     v = json.loads((tmp_path / "session.json").read_text())["verdict"]
@@ -221,7 +238,10 @@ def test_vandal_touches_only_its_own_copy(tmp_path, no_temp_left):
     keep = tmp_path / "keep.txt"
     keep.write_text("mine")
     res = cli("run", sub, "--probes", "none", "--stages", "compile,test", "--out", tmp_path / "o", cwd=tmp_path)
-    assert res.returncode == 0, res.stdout + res.stderr
+    # its compile step deletes the stage's files from the container's working directory, so the stage
+    # after it cannot start: in the harness, too, both share that directory
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
     assert sub.read_bytes() == (H / "vandal.py").read_bytes() and keep.read_text() == "mine"
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["report.md", "session.json", "trace.json"]
 
@@ -232,7 +252,11 @@ def test_keep_leaves_the_run_directory(tmp_path):
     new = temp_dirs() - before
     try:
         assert res.returncode == 0 and len(new) == 1
-        assert os.path.exists(next(iter(new)) + "/r0/test/submission.py")
+        # the run's container: its areas, and the tool's own files (the stage's files are removed after the
+        # stage, as the harness removes them)
+        box = next(iter(new)) + "/r0"
+        assert all(os.path.isdir(f"{box}/{a}") for a in ("home", "tmp", "shm", "work"))
+        assert os.path.exists(f"{box}/.diagnose/test.spec.json")
     finally:
         import shutil
         for d in new:

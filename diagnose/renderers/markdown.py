@@ -13,6 +13,7 @@ import shlex
 
 from diagnose import hotspots, summary
 from diagnose.bisector import FIX_TIE_REL
+from diagnose.renderers import md_state
 from diagnose.renderers.text import code_span, fence, fold_frames
 from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
 
@@ -123,6 +124,8 @@ def _causes(s: Session) -> list[str]:
             out += [f"   Seconds saved per stage: {'; '.join(saved)}.", ""]
         if c.alternatives:
             out += [f"   Other single toggles that also fix it: {', '.join(c.alternatives)}.", ""]
+        if c.state:
+            out += [f"   State kept between processes differs between these runs: {c.state}.", ""]
         out += [f"   Evidence: runs {', '.join(c.evidence)}.", ""]
     if s.cleared:
         out += ["### Verified not to be the cause", ""]
@@ -169,6 +172,8 @@ def _fix(s: Session) -> list[str]:
            f"names the mechanism is preferred).", "", *fence(f.diff.rstrip(), "diff"), "",
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
+    if f.state:
+        out[4:4] = [f"Its run differs from the baseline in state kept between processes: {f.state}.", ""]
     for c in f.costs:
         vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
         out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
@@ -244,6 +249,7 @@ def _stage_table(st: StageResult) -> list[str]:
     out = [head, ""]
     if st.message:
         out += [code_span(st.message), ""]
+    out += md_state.compile_step(st)
     out += ["| phase | start s | end s | seconds |", "|---|---|---|---|"]
     for p in st.phases:
         held = f" (+{p.held_s:.2f} paused for another run's timing)" if p.held_s >= 0.01 else ""
@@ -345,8 +351,7 @@ def _environment(s: Session) -> list[str]:
             ("harness", f"{h.get('name')}, depth {h.get('depth')}, stages {', '.join(h.get('stages', []))}"),
             ("evaluator", h.get("evaluator")),
             ("budgets", ", ".join(f"{k} {v:g} s" for k, v in h.get("budgets", {}).items())),
-            ("compile caches", "cold at the start of every run (fresh empty directories), shared by that run's "
-                               "stages; the `cache` probe reuses the baseline's"),
+            *md_state.container_rows(s),
             ("L2 flush", h.get("flush")),
             ("concurrency", f"{h.get('concurrency', 'one run at a time')}; at most {summary.overlap(s)} overlapped"),
             ("GPU lock waits", f"{waits:.1f} s in all, none charged to a budget"),
@@ -360,7 +365,7 @@ def render(session: Session) -> str:
     lines = _head(s)
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
     for part in (_verdict, _causes, _where, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile,
-                 _environment):
+                 md_state.state, _environment):
         lines += part(s)
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
     for n in s.notes:

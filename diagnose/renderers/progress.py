@@ -125,7 +125,9 @@ class PlainProgress(Progress):
             return
         budget = f" of {st.budget_s:g} s" if st.budget_s else ""
         msg = f": {st.message[:160]}" if st.message and str(st.status) != "ok" else ""
-        self._line(f"{run.id} {_label(run)} · {st.name} {st.status} in {st.wall_s:.1f} s{budget}{msg}")
+        c = st.compile_step
+        step = f" (after its compile step: {c.status} in {c.wall_s:.1f} s)" if c is not None else ""
+        self._line(f"{run.id} {_label(run)} · {st.name} {st.status} in {st.wall_s:.1f} s{budget}{msg}{step}")
 
     def run_done(self, run) -> None:
         self._line(f"{run.id} done: {run.outcome} ({self.counts()})")

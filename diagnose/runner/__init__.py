@@ -23,7 +23,7 @@ class Job:
     source: str
     stages: list[str]
     watch: list[int] = field(default_factory=list)   # edited lines whose execution to record
-    cache_from: str | None = None                     # reuse this run's compile cache (the cache probe)
+    warm_from: str | None = None                      # start from this run's whole container (the cache probe)
     solo: bool = False                                # no other run may be alive meanwhile
 
 

@@ -42,11 +42,13 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "samples": {"phases": (dict,), "interval_s": NUM},
     "loops": {"counts": (dict,)},
     "evaluator_exit": {},
+    "container": {"private": (list,)},
+    "state": {"op": (str,)},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
 WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "needs_gpu",
-               "evaluator_exit"}
+               "evaluator_exit", "container"}
 STATUSES = {"ok", "wrong"}
 MAX_EVENTS = 50_000
 MAX_LINE = 256 * 1024

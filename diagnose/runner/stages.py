@@ -1,10 +1,13 @@
-"""The real runner: one variant of a submission through the harness's stages, each a fresh isolated child.
+"""The real runner: one variant of a submission through the harness's stages, each step a fresh isolated child.
 
 The engine hands it Jobs through the Runner interface (runner/__init__.py); a test hands the engine a
-scripted runner instead. A run may be executed in several jobs (the stages that decide the verdict
-first, the stages that verify a fix later): its temporary directory and its compile cache live until
-the diagnosis ends, so the later stages see what the earlier ones wrote, as in the harness's container.
-The cache is empty when the run starts: the first process of a submission compiles cold.
+scripted runner instead. Every run has a container of its own (runner/container.py), empty when the run
+starts and shared by all its steps, as the harness's container is shared by the steps of one submission.
+A stage is what the harness's run_pytorch_script does: write the stage's files into the working
+directory, run `python3 submission.py` there (the compile step: its own limit, its ending recorded and
+ignored), then the stage itself, which alone decides; then remove the stage's files. A run may be
+executed in several jobs (the stages that decide the verdict first, the stages that verify a fix later):
+its container lives until the diagnosis ends, so later stages see what earlier ones left.
 """
 from __future__ import annotations
 
@@ -20,16 +23,13 @@ from pathlib import Path
 from diagnose import harness
 from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
+from diagnose.runner.container import Container, changed, group_of
 from diagnose.runner.isolate import TMP_PREFIX, Limits, python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
-from diagnose.tasks.loader import Task, assemble
+from diagnose.tasks.loader import Task, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
-
-# Every place torch, Inductor, Triton and CUDA keep compiled artefacts between processes.
-CACHE_ENV = {"TORCHINDUCTOR_CACHE_DIR": "inductor", "TRITON_CACHE_DIR": "triton", "TRITON_HOME": "triton_home",
-             "PYTORCH_KERNEL_CACHE_PATH": "kernels", "CUDA_CACHE_PATH": "cuda"}
 
 
 @dataclass
@@ -44,14 +44,13 @@ class RunSettings:
     keep: bool = False
     flush_bytes: int | None = None
     sample: bool = True                    # the line sampler (off only to measure its own overhead)
+    compile_step: bool = True              # run the harness's compile step before each stage
+    private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
     extra_env: dict = field(default_factory=dict)
 
 
-def child_env(cache_dir: Path, settings: RunSettings, gpu: str | None) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("TORCH_COMPILE_JOB_ID", "PYTHONSTARTUP")}
-    for var, sub in CACHE_ENV.items():
-        (cache_dir / sub).mkdir(parents=True, exist_ok=True)
-        env[var] = str(cache_dir / sub)
+def child_env(box: Container, settings: RunSettings, gpu: str | None) -> dict:
+    env = box.env(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if gpu is not None:
@@ -84,23 +83,26 @@ class StageRunner:
         self.arbiters = {g: GpuArbiter(f"gpu{g or 0}", bound) for g in self.gpus} if concurrent else {}
         self.on_event = on_event
         self._lock = threading.Lock()
-        self._roots: dict[str, Path] = {}
+        self._boxes: dict[str, Container] = {}
+        self._snaps: dict[str, dict] = {}          # run id -> the container's files after its last step
         self._gpu_of: dict[str, str | None] = {}
         self._active: Counter[str] = Counter()     # run id -> stages executing now
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))   # the keeper finds it by our pid
 
     # -- bookkeeping -----------------------------------------------------------------------------
-    def root(self, run_id: str) -> Path:
+    def container(self, run_id: str, warm_from: str | None = None) -> Container:
+        """The run's container, made on first use: empty, or a copy of another run's whole state."""
         with self._lock:
-            if run_id not in self._roots:
-                self._roots[run_id] = self._tmp / run_id
-                self._roots[run_id].mkdir()
-                gpu_load = Counter(self._gpu_of.values())
-                self._gpu_of[run_id] = min(self.gpus, key=lambda g: gpu_load[g])
-            return self._roots[run_id]
-
-    def cache_dir(self, run_id: str) -> Path:
-        return self.root(run_id) / "cache"
+            if run_id in self._boxes:
+                return self._boxes[run_id]
+            box = self._boxes[run_id] = Container(self._tmp / run_id)
+            gpu_load = Counter(self._gpu_of.values())
+            self._gpu_of[run_id] = min(self.gpus, key=lambda g: gpu_load[g])
+            source = self._boxes.get(warm_from) if warm_from else None
+        if source is not None:
+            box.fill_from(source)
+        self._snaps[run_id] = box.snapshot()
+        return box
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:
@@ -116,15 +118,14 @@ class StageRunner:
     # -- the Runner interface ----------------------------------------------------------------------
     def execute(self, job: Job, on_stage, stop: threading.Event) -> None:
         run, s = job.run, self.settings
-        root = self.root(run.id)
+        box = self.container(run.id, job.warm_from)
         gpu = self._gpu_of[run.id]
-        cache = self.cache_dir(job.cache_from) if job.cache_from else self.cache_dir(run.id)
-        env = child_env(cache, s, gpu)
+        env = child_env(box, s, gpu)
         arbiter = self.arbiters.get(gpu)
         for stage in job.stages:
             if stop.is_set():
                 break
-            st = self._stage(run, job, stage, root, env, arbiter, stop)
+            st = self._stage(run, job, stage, box, env, arbiter, stop)
             run.stages.append(st)
             run.outcome = outcome_of(run.stages)
             ended = st.status in ENDS_RUN
@@ -135,37 +136,25 @@ class StageRunner:
             if ended:
                 break
 
-    def _stage(self, run: Run, job: Job, stage: str, root: Path, env: dict, arbiter, stop) -> StageResult:
+    def _stage(self, run: Run, job: Job, stage: str, box: Container, env: dict, arbiter, stop) -> StageResult:
+        """One harness stage: its files placed, the compile step, the stage, its files removed."""
         s = self.settings
-        wd = root / stage
-        if wd.exists():
-            shutil.rmtree(wd)
-        assemble(s.task, wd, job.source)
-        budget = s.budgets.get(stage, REFERENCE_BUDGET_S)
-        evaluated = bool(s.task.evaluator) and stage in ("test", "benchmark", "leaderboard")
-        spec = {"submission": str(wd / "submission.py"), "stage": stage, "task": s.task.to_dict(),
-                "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
-                "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
-                "root": str(root), "watch": job.watch, "sample": s.sample,
-                "stacks_prefix": str(root / f"{stage}.stacks.txt")}
-        spec_path = root / f"{stage}.spec.json"
-        spec_path.write_text(json.dumps(spec))
-
-        def tagged(ev):
-            if self.on_event:
-                self.on_event(run, stage, ev)
-        with self._lock:
-            self._active[run.id] += 1
+        files = stage_files(s.task, job.source)
+        box.place(files)
+        self._snaps[run.id] = box.snapshot()     # the harness's own files are not state the submission kept
         try:
-            child = run_child(python_argv(str(spec_path)), cwd=str(wd), env=env,
-                              stacks_path=str(root / f"{stage}.stacks.txt"),
-                              limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{stage}",
-                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
-                              report=evaluated)
+            step = None
+            if s.compile_step and stage in harness.JUDGED:
+                step = self._step(run, job, stage, "compile", box, env, arbiter, stop)
+                if step.status == Status.INTERRUPTED:
+                    return StageResult(name=stage, status=Status.INTERRUPTED, budget_s=s.budgets.get(stage, 0.0),
+                                       message="interrupted by the user in the compile step before it",
+                                       compile_step=step)
+            st = self._step(run, job, stage, stage, box, env, arbiter, stop)
+            st.compile_step = step
         finally:
-            with self._lock:
-                self._active[run.id] -= 1
-        st = build_stage(stage, child, budget, spec["submission"], evaluated)
+            box.unplace(files)
+        budget = st.budget_s
         if s.depth == "full":
             st.predicted_s = st.charged_s if st.status == Status.OK else None
         else:
@@ -173,4 +162,48 @@ class StageRunner:
         if st.status == Status.OK and st.predicted_s and st.predicted_s > budget and _ran_on_gpu(st):
             st.status, st.message = Status.AT_RISK, (f"predicted {st.predicted_s:.0f} s against the {budget:g} s "
                                                      f"budget (from a {s.sample_repeats}-repeat sample)")
+        return st
+
+    def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
+              stop) -> StageResult:
+        """One child process in the run's container: the stage itself, or (what="compile") its compile step.
+        What the container gained meanwhile is what this step wrote."""
+        s = self.settings
+        budget = s.budgets.get(what, REFERENCE_BUDGET_S)
+        evaluated = bool(s.task.evaluator) and what in harness.JUDGED
+        tag = stage if what == stage else f"{stage}.{what}"
+        submission = str(box.work / "submission.py")
+        stacks = str(box.tool / f"{tag}.stacks.txt")
+        spec = {"submission": submission, "stage": what, "task": s.task.to_dict(),
+                "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
+                "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
+                "root": str(box.root), "watch": job.watch, "sample": s.sample, "stacks_prefix": stacks,
+                "private_mounts": s.private_mounts}
+        spec_path = box.tool / f"{tag}.spec.json"
+        spec_path.write_text(json.dumps(spec))
+
+        def tagged(ev):
+            if self.on_event:
+                self.on_event(run, what, ev)
+        with self._lock:
+            self._active[run.id] += 1
+        try:
+            child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
+                              limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
+                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
+                              report=evaluated)
+        finally:
+            with self._lock:
+                self._active[run.id] -= 1
+        st = build_stage(what, child, budget, submission, evaluated)
+        after = box.snapshot()
+        written: dict[str, dict] = {}
+        for path, size in changed(self._snaps.get(run.id, {}), after).items():
+            g = written.setdefault(group_of(path), {"files": 0, "bytes": 0, "names": []})
+            g["files"] += 1
+            g["bytes"] += size
+            if len(g["names"]) < 12:
+                g["names"].append(os.path.basename(path))
+        self._snaps[run.id] = after
+        st.state["written"] = written
         return st

@@ -157,6 +157,31 @@ def _samples(st: StageResult, ev: list[dict]) -> None:
             st.compile_calls.append({k: v for k, v in e.items() if k not in ("k", "pid")})
 
 
+def _state(ev: list[dict]) -> dict:
+    """What the child said about state that outlives it (worker/state.py), and how its container was
+    walled off (worker/container.py). The paths it kept reachable name this machine's layout: only their
+    count is kept."""
+    rec: dict = {"reads": [], "writes": [], "outside": [], "spawned": [], "cut": False}
+    for e in ev:
+        if e["k"] == "container" and "container" not in rec:
+            rec["container"] = {"namespace": e.get("namespace"), "private": e.get("private"),
+                                "kept": len(e.get("kept") or []), "why": e.get("why")}
+        elif e["k"] != "state":
+            continue
+        elif e["op"] == "spawn":
+            rec["spawned"].append(str(e.get("argv", ""))[:300])
+        elif e["op"] == "cut":
+            rec["cut"] = True
+        elif isinstance(e.get("path"), str):
+            if e.get("inside") is False:
+                rec["outside"].append({"op": e["op"], "path": e["path"]})
+            elif e["op"] == "read":
+                rec["reads"].append(e["path"])
+            else:
+                rec["writes"].append({"op": e["op"], "path": e["path"]})
+    return rec
+
+
 def _needs_gpu(ev: list[dict]) -> str | None:
     return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
 
@@ -227,7 +252,9 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                                            paused_s=round(sum(w["seconds"] for w in child.lock_waits
                                                               if w["mode"] == "pause"), 3),
                                            load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0),
-                     events=ev)
+                     events=[e for e in ev if e["k"] != "state"])     # the state events, summed up below
+    st.state = _state(ev)
+    ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
     st.timing = _timing(ev)

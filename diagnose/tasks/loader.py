@@ -13,7 +13,6 @@ import: `check_implementation = make_match_reference(ref_kernel)` counts), a mal
 from __future__ import annotations
 
 import ast
-import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,6 +24,9 @@ from diagnose.errors import BadInput
 BUILTIN = {"fp8-dual-gemm": Path(__file__).parent / "fp8_dual_gemm"}
 REQUIRED_FUNCS = ("generate_input", "check_implementation")
 SUBMISSION = "@SUBMISSION@"
+# The harness's `ranking_by` (task default `last`): with `last`, the benchmark and leaderboard stages get
+# only the last benchmark case; with `mean` or `geom`, every one.
+RANKINGS = ("last", "mean", "geom")
 
 
 @dataclass
@@ -41,6 +43,7 @@ class Task:
     evaluator_source: str | None = None  # where it came from, as task.yml names it ("../eval.py")
     world_size: int = 1                  # GPUs a multi_gpu problem needs
     gpus: list[str] = field(default_factory=list)   # the GPUs the problem is set for (task.yml `gpus`)
+    ranking_by: str = "last"
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
@@ -143,27 +146,33 @@ def load_task(problem: str | None, task_name: str, small: bool) -> Task:
         world = max([int(c.get("world_size", 1)) for c in tests + benchmarks if isinstance(c.get("world_size"), int)]
                     or [1])
     gpus = [str(g) for g in doc.get("gpus") or []] if isinstance(doc.get("gpus"), list) else []
+    ranking = doc.get("ranking_by", "last")
+    if ranking not in RANKINGS:
+        raise BadInput(f"{yml}: ranking_by must be one of {', '.join(RANKINGS)}, got {ranking!r}")
     return Task(name=str(doc.get("name", task_name if builtin else d.name)), directory=str(d), tests=tests,
                 benchmarks=benchmarks, shape_set="small" if use_small else "full", builtin=builtin,
                 timeouts=timeouts if not builtin else {}, files=files, evaluator=evaluator,
-                evaluator_source=evaluator_source, world_size=world, gpus=gpus)
+                evaluator_source=evaluator_source, world_size=world, gpus=gpus, ranking_by=ranking)
 
 
-def assemble(task: Task, wd: Path, source: str) -> None:
-    """Put a run directory together as the harness does: every `files` entry under its name, the
-    submission as @SUBMISSION@; a folder without `files` is copied as it is."""
+def stage_files(task: Task, source: str) -> dict[str, bytes]:
+    """The files the harness writes into the working directory before a stage: every `files` entry under
+    its name, the submission as @SUBMISSION@; a folder without `files` gives its own top-level files."""
+    sub = source.encode("utf-8")
     if task.files:
-        wd.mkdir(parents=True)
-        for name, src in task.files:
-            if src == SUBMISSION:
-                (wd / name).write_text(source, encoding="utf-8")
-            else:
-                shutil.copyfile(src, wd / name)
-        if not any(name == "submission.py" for name, _ in task.files):
-            (wd / "submission.py").write_text(source, encoding="utf-8")
-        return
-    shutil.copytree(task.directory, wd, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
-    (wd / "submission.py").write_text(source, encoding="utf-8")
+        out = {name: sub if src == SUBMISSION else Path(src).read_bytes() for name, src in task.files}
+    else:
+        out = {p.name: p.read_bytes() for p in sorted(Path(task.directory).iterdir())
+               if p.is_file() and p.suffix != ".pyc"}
+    out["submission.py"] = out.get("submission.py", sub) if task.files else sub
+    return out
+
+
+def stage_cases(task: dict, stage: str) -> list[dict]:
+    """The cases a stage runs: the tests; or the benchmarks, only the last one under `ranking_by: last`."""
+    if stage not in ("benchmark", "leaderboard"):
+        return task["tests"]
+    return task["benchmarks"][-1:] if task.get("ranking_by", "last") == "last" else task["benchmarks"]
 
 
 def case_label(case: dict) -> str:

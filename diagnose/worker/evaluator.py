@@ -18,7 +18,7 @@ import os
 import sys
 import types
 
-from diagnose.tasks.loader import spec_line
+from diagnose.tasks.loader import spec_line, stage_cases
 from diagnose.worker.hooks import Hooks
 
 MODES = {"test": "test", "benchmark": "benchmark", "leaderboard": "leaderboard"}
@@ -64,7 +64,7 @@ def _run_as_main(path: str) -> None:
 def stage_evaluator(ctx) -> str:
     spec = ctx.spec
     task = spec["task"]
-    cases = task["tests"] if spec["stage"] == "test" else task["benchmarks"]
+    cases = stage_cases(task, spec["stage"])
     with open("cases.txt", "w") as fh:
         fh.write("\n".join(spec_line(c) for c in cases) + "\n")
     ev_fd, popcorn_fd = ctx.ch._fd, spec["popcorn_fd"]

@@ -25,6 +25,7 @@ import time
 import traceback
 
 from diagnose.runner.isolate import DUMP_FD_ENV, FDS_ENV
+from diagnose.worker import container
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
 from diagnose.worker.guard import Guard
@@ -106,7 +107,13 @@ def main(spec_path: str) -> int:
         spec = json.load(fh)
     ev_fd, rep_fd, stacks_fd, report_fd = _fds()
     spec["popcorn_fd"] = report_fd
+    # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
+    walls = container.enter(spec["root"]) if spec.get("private_mounts", True) else \
+        {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
     ch = Channel(ev_fd)
+    ch.emit("container", **walls)
+    from diagnose.worker.state import StateLog
+    StateLog(ch, spec["root"], walls["private"]).install()
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
     stacks = os.fdopen(stacks_fd, "w")

@@ -12,7 +12,7 @@ import types
 from dataclasses import dataclass
 
 from diagnose import harness
-from diagnose.tasks.loader import labels
+from diagnose.tasks.loader import labels, stage_cases
 from diagnose.worker.instrument import Instruments
 
 
@@ -113,8 +113,9 @@ def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
 # -- stages ------------------------------------------------------------------------------------------
 
 def stage_compile(ctx: Ctx) -> str:
-    """`python3 submission.py`: the module runs as __main__, as the harness's compile step does."""
-    with ctx.ins.phase("submission_import"):
+    """`python3 submission.py`: the module runs as __main__, as the harness's compile step does; its
+    `if __name__ == "__main__":` block too, which no stage ever runs. The phase is `script`, not an import."""
+    with ctx.ins.phase("script"):
         try:
             run_as_main(ctx.spec["submission"], ctx)
         except SystemExit as e:
@@ -238,7 +239,7 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
 
 
 def _bench_cases(ctx: Ctx):
-    cases = ctx.spec["task"]["benchmarks"]
+    cases = stage_cases(ctx.spec["task"], ctx.spec["stage"])
     return list(zip(labels(cases), cases))
 
 

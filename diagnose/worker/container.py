@@ -1,0 +1,124 @@
+"""Inside the child, before anything else runs: make /tmp and /dev/shm the run's own.
+
+The environment already points HOME, TMPDIR and every cache into the run's container (runner/container.py).
+Absolute paths are another matter: a submission that writes /tmp/plan.json or makes a POSIX semaphore in
+/dev/shm would share it with every other run and leave it behind. Where the kernel lets this process
+have a mount namespace of its own (as root, or through a user namespace), /tmp becomes the container's
+tmp/ and /dev/shm its shm/. Paths this process still needs under /tmp (the container itself, the Python
+installation, the tool, directories on PATH) are bound back at the same place, so nothing else changes.
+
+It must run while the process has a single thread: a user namespace cannot be entered otherwise.
+Whatever the kernel refuses is recorded, and the run goes on with the environment's isolation only.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import sys
+
+CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
+MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MNT_DETACH = 2
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _call(fn, *args) -> None:
+    if fn(*args) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def _mount(libc, src: str, target: str, flags: int) -> None:
+    _call(libc.mount, src.encode(), target.encode(), None, flags, None)
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+def _unshare(libc) -> str:
+    """A mount namespace of our own; through a user namespace when we lack the privilege. Returns which."""
+    try:
+        _call(libc.unshare, CLONE_NEWNS)
+        return "mount"
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EACCES):
+            raise
+    uid, gid = os.getuid(), os.getgid()
+    _call(libc.unshare, CLONE_NEWUSER | CLONE_NEWNS)
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")      # the same ids inside: files keep their owner
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    return "user+mount"
+
+
+def _under(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def needed_under(top: str, paths) -> list[str]:
+    """The fewest directories under `top` that cover every path given (existing directories only)."""
+    found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
+    inside = [p for p in found if _under(p, top)]
+    out: list[str] = []
+    for p in inside:
+        if not any(_under(p, q) for q in out):
+            out.append(p)
+    return out
+
+
+def _make_private(libc, target: str, source: str, keep: list[str]) -> None:
+    """Bind `source` over `target`, then bind each path of `keep` (all under target) back in place."""
+    fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep]
+    try:
+        _mount(libc, source, target, MS_BIND)
+        try:
+            for p, fd in zip(keep, fds):
+                os.makedirs(p, exist_ok=True)
+                _mount(libc, f"/proc/self/fd/{fd}", p, MS_BIND | MS_REC)
+        except OSError:
+            libc.umount2(target.encode(), MNT_DETACH)
+            raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+
+
+def enter(root: str) -> dict:
+    """Make /tmp and /dev/shm private to this run where the kernel allows. Returns what was done."""
+    rec: dict = {"namespace": None, "private": [], "kept": []}
+    if not sys.platform.startswith("linux"):
+        rec["why"] = "no mount namespaces on this platform"
+        return rec
+    libc = _libc()
+    try:
+        rec["namespace"] = _unshare(libc)
+        _call(libc.mount, b"none", b"/", None, MS_REC | MS_PRIVATE, None)
+    except (OSError, AttributeError) as e:
+        rec["namespace"] = None
+        rec["why"] = f"the kernel refused a mount namespace: {e}"
+        return rec
+    cwd = os.getcwd()
+    wanted = [root, cwd, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
+              *sys.path, *os.environ.get("PATH", "").split(os.pathsep)]
+    for target, area in (("/tmp", "tmp"), ("/dev/shm", "shm")):
+        if not os.path.isdir(target):
+            continue
+        keep = needed_under(target, wanted)
+        if target in keep:
+            rec.setdefault("why", f"{target} is not private: this tool or its Python lives in {target} itself")
+            continue
+        try:
+            _make_private(libc, target, os.path.join(root, area), keep)
+        except OSError as e:
+            rec.setdefault("why", f"{target} is not private: {e}")
+            continue
+        rec["private"].append(target)
+        rec["kept"] += keep
+    os.chdir(cwd)     # through the path again: it may now resolve through a bind made above
+    return rec

@@ -1,0 +1,104 @@
+"""What this process reads and writes that can outlive it, from Python's audit hooks.
+
+State kept on disk between processes decides outcomes: a `load_inline` build the compile step made, a
+tuning plan a killed stage left, a lock file of a killed build. The parent sees what each step wrote by
+snapshotting the container between steps; this hook adds what it cannot see: which files a process read
+(so a later step's use of an earlier step's state is evidence), writes outside the container (state that
+would leak to this machine), and the processes it started (a compiler, a build tool).
+
+Each (operation, path) is sent once per process, and at most CAP of them, so a cache of ten thousand
+files costs ten thousand set lookups, not ten thousand events. The hook never raises and never recurses.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+
+CAP = 400
+SPAWN_CAP = 50
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+_IGNORED_OUTSIDE = ("/proc/", "/sys/", "/dev/")
+_EVENTS = {"open", "os.mkdir", "os.rename", "os.remove", "subprocess.Popen", "os.posix_spawn", "os.system"}
+
+
+class StateLog:
+    def __init__(self, ch, root: str, private: list[str]):
+        self.ch = ch
+        self.root = os.path.normpath(root) + os.sep
+        self.tool = self.root + ".diagnose"
+        # with a private /tmp or /dev/shm, the absolute path lands in the container's own area
+        self.mapped = [(os.path.normpath(p) + os.sep, area + os.sep)
+                       for p, area in (("/tmp", "tmp"), ("/dev/shm", "shm")) if p in private]
+        self.seen: set[tuple[str, str]] = set()
+        self.spawned = 0
+        self.cut = 0               # paths past the cap
+        self._busy = threading.local()
+
+    def install(self) -> None:
+        sys.addaudithook(self._hook)
+
+    def where(self, path) -> tuple[str, bool] | None:
+        """(path relative to the container, True) for a container path; (absolute path, False) outside."""
+        if isinstance(path, bytes):
+            path = os.fsdecode(path)
+        if not isinstance(path, str):
+            path = os.fspath(path) if hasattr(path, "__fspath__") else None
+            if not isinstance(path, str):
+                return None          # a descriptor: its path was seen when it was opened
+        full = os.path.normpath(os.path.join(os.getcwd(), path))
+        if full.startswith(self.tool):
+            return None               # the tool's own files: not the submission's state
+        if full.startswith(self.root):
+            return full[len(self.root):], True
+        for prefix, area in self.mapped:
+            if full.startswith(prefix):
+                return area + full[len(prefix):], True
+        return full, False
+
+    def _hook(self, event: str, args) -> None:
+        if event not in _EVENTS or getattr(self._busy, "on", False):
+            return
+        self._busy.on = True
+        try:
+            self._record(event, args)
+        except Exception:  # noqa: BLE001 - an audit hook that raises would break the submission's call
+            pass
+        finally:
+            self._busy.on = False
+
+    def _record(self, event: str, args) -> None:
+        if event in ("subprocess.Popen", "os.posix_spawn", "os.system"):
+            if self.spawned < SPAWN_CAP:
+                self.spawned += 1
+                argv = args[1] if event != "os.system" and len(args) > 1 else args[0]
+                words = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in
+                         (argv if isinstance(argv, (list, tuple)) else [argv])]
+                self.ch.emit("state", op="spawn", argv=" ".join(words)[:300])
+            return
+        if event == "open":
+            path, mode, flags = (list(args) + [None, None, 0])[:3]
+            write = bool((flags or 0) & _WRITE_FLAGS) or (isinstance(mode, str) and any(c in mode for c in "wax+"))
+            op = "write" if write else "read"
+        else:
+            op, path = {"os.mkdir": "mkdir", "os.rename": "rename", "os.remove": "remove"}[event], args[0]
+            if event == "os.rename":
+                path = args[1]        # where it now is
+        place = self.where(path)
+        if place is None:
+            return
+        rel, inside = place
+        if not inside and (op == "read" or rel.startswith(_IGNORED_OUTSIDE)):
+            return                    # reading the machine's files is how programs run; writing them is not
+        if op == "read" and not os.path.isfile(os.path.join(self.root, rel)):
+            return                    # a probe for a file that is not there (an import looking): nothing kept
+        key = (op, rel)
+        if key in self.seen:
+            return
+        if len(self.seen) >= CAP:
+            if not self.cut:
+                self.ch.emit("state", op="cut", path="", inside=True)   # more than CAP: the rest is not recorded
+            self.cut += 1
+            return
+        self.seen.add(key)
+        self.ch.emit("state", op=op, path=rel, inside=inside)
