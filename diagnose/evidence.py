@@ -21,6 +21,7 @@ from diagnose.session import FAILURES, NO_EVIDENCE, Role, Run, Session, StageRes
 
 NOISE_REL, NOISE_ABS = 0.05, 0.25
 BUSY_DELAY_SHARE = 0.10    # a stage that waited this share of its time for a CPU ran on a busy host
+BUSY_OTHERS_SHARE = 0.5    # ... or one during which the rest of the host kept half of all CPUs busy
 
 
 def noise_floor(seconds: float) -> float:
@@ -119,8 +120,11 @@ def host_busy(session: Session) -> str | None:
     delay = sum(s.contention.run_delay_s for s in stages)
     wall = sum(s.wall_s for s in stages)
     load = max(s.contention.load_per_cpu for s in stages)
-    if delay / wall >= BUSY_DELAY_SHARE or load > 1.5:
+    capacity = sum(s.wall_s * (s.contention.cpus or 1) for s in stages)
+    others = sum(s.contention.others_cpu_s for s in stages) / capacity if capacity else 0.0
+    if delay / wall >= BUSY_DELAY_SHARE or load > 1.5 or others >= BUSY_OTHERS_SHARE:
         return (f"the host was busy: the runs' processes waited {delay:.1f} s for a CPU over {wall:.0f} s of runs "
-                f"({delay / wall:.0%}), and the load reached {load:.1f} per CPU. Time-based conclusions were "
-                f"confirmed by solo reruns where they depended on it; treat the timings as upper bounds.")
+                f"({delay / wall:.0%}), other work kept {others:.0%} of the CPUs busy meanwhile, and the load "
+                f"reached {load:.1f} per CPU. Time-based conclusions were confirmed by solo reruns where they "
+                f"depended on it; treat the timings as upper bounds.")
     return None

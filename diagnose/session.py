@@ -87,6 +87,7 @@ class Contention:
     run_delay_s: float = 0.0     # time the stage's processes were runnable but waited for a CPU
     paused_s: float = 0.0        # time it was paused so another run could time alone (not charged)
     load_per_cpu: float = 0.0    # mean 1-minute load average per CPU during the stage
+    others_cpu_s: float = 0.0    # CPU seconds the rest of the host used meanwhile (other runs, other programs)
     cpus: int = 0
 
     @property

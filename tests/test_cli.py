@@ -199,7 +199,7 @@ def test_problem_directory_uses_its_own_inputs_and_checks(tmp_path):
     s = json.loads((tmp_path / "g" / "session.json").read_text())
     assert s["runs"][0]["role"] == "reference" and s["runs"][0]["outcome"] == "ok"   # checked alone first
     base = next(r for r in s["runs"] if r["role"] == "baseline")
-    test_phases = [p["name"] for p in base["stages"][1]["phases"]]
+    test_phases = [p["name"] for p in base["stages"][0]["phases"]]
     assert "first_call:size=8" in test_phases and "first_call:size=16" in test_phases
     res = cli("run", bad, "--problem", d, "--out", tmp_path / "b", "--probes", "none", "--stages", "test")
     assert res.returncode == 1

@@ -10,8 +10,10 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import psutil
 import pytest
@@ -79,6 +81,12 @@ def no_temp_left():
     assert temp_dirs() - before == set()
 
 
+def pid_file(name: str) -> Path:
+    """Where a forking fixture writes its pids: outside /tmp, which a run sees as its own private /tmp."""
+    d = Path(tempfile.mkdtemp(prefix="diagnose-test-pids-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    return d / name
+
+
 def marker_line(name, marker):
     return next(i for i, l in enumerate((H / name).read_text().splitlines(), 1) if marker in l)
 
@@ -89,7 +97,8 @@ def _one_case(root, case):
     d = root / name
     tmp = d / "tmp"
     tmp.mkdir(parents=True)
-    env = {"TMPDIR": str(tmp), "PIDFILE": str(d / "pids")}
+    pids = pid_file("pids")
+    env = {"TMPDIR": str(tmp), "PIDFILE": str(pids)}
     digest = hashlib.sha256((H / name).read_bytes()).hexdigest()
     t0 = time.time()
     budget = RUN_BUDGET if case[1] != "ok" else 60     # passing cases: no load may time them out
@@ -97,7 +106,7 @@ def _one_case(root, case):
     stages = "compile,test" if name in WITH_COMPILE_STEP or case[1] == "ok" else "test"
     run = cli("run", H / name, "--probes", "none", "--stages", stages, "--budget", budget,
               "--compile-budget", RUN_BUDGET, "--out", d / "run", env=env, timeout=TOOL_LIMIT)
-    res = {"run": run, "run_s": time.time() - t0, "dir": d}
+    res = {"run": run, "run_s": time.time() - t0, "dir": d, "pids": pids}
     if gate:
         # a passing case keeps the default budgets: a CPU benchmark is slow, and says nothing about a GPU's
         budget = ["--budget", CHECK_BUDGET] if case[1] != "ok" else []
@@ -142,7 +151,7 @@ def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragme
         assert json.loads((res["dir"] / "check" / "session.json").read_text())["verdict"]["status"] == status
     assert res["untouched"]
     assert res["temp_left"] == []
-    pids = (res["dir"] / "pids").read_text().split() if (res["dir"] / "pids").exists() else []
+    pids = res["pids"].read_text().split() if res["pids"].exists() else []
     alive = [p for p in map(int, pids) if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], f"detached processes survived: {alive}"
 
@@ -169,7 +178,7 @@ def test_writes_to_the_channel_are_kept_as_evidence_and_never_acted_on(outcomes)
 
 
 def test_the_double_fork_really_forked(outcomes):
-    assert (outcomes["double_fork_empty_env.py"]["dir"] / "pids").read_text().split()
+    assert outcomes["double_fork_empty_env.py"]["pids"].read_text().split()
 
 
 def test_the_hostile_suite_stays_within_its_time(outcomes):
@@ -222,7 +231,7 @@ def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
 
 
 def test_detached_fork_that_ignores_sigterm_is_still_killed(tmp_path, no_temp_left):
-    pidfile = tmp_path / "pids"
+    pidfile = pid_file("pids")
     res = cli("run", H / "fork_detach.py", "--probes", "none", "--stages", "compile,test", "--out", tmp_path / "o",
               env={"PIDFILE": str(pidfile)})
     pids = [int(x) for x in pidfile.read_text().split()]

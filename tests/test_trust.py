@@ -16,7 +16,7 @@ def session(out):
 
 def test_a_toggle_the_run_never_reached_is_inconclusive_not_cleared(tmp_path):
     out = tmp_path / "o"
-    res = cli("run", FIXTURES / "import_blocks_warmup.py", "--stages", "compile", "--compile-budget", "8",
+    res = cli("run", FIXTURES / "import_blocks_warmup.py", "--stages", "test", "--budget", "8",
               "--probes", "warmup", "--out", out)
     s = session(out)
     assert res.returncode == 1 and s["verdict"]["status"] == "timeout"

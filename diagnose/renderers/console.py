@@ -79,7 +79,7 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
             (over if gpu else cpu_over).append(m["stage"])
         c = st.compile_step
         if c is not None:
-            t.add_row("  compile step", str(c.status), f"{c.charged_s:.1f}" + ("" if gpu else " (CPU)"),
+            t.add_row(f"{st.name}: compile step", str(c.status), f"{c.charged_s:.1f}" + ("" if gpu else " (CPU)"),
                       f"{c.budget_s:.0f}", escape(("the harness ignores it: " + c.message if c.message else
                                                    "the harness ignores how it ends")[:80]))
         t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", escape(st.message[:80]))

@@ -123,6 +123,7 @@ class ChildResult:
     held_up: list[tuple[float, float]] = field(default_factory=list)   # absolute (start, end) of those
     run_delay_s: float = 0.0
     load_per_cpu: float = 0.0
+    others_cpu_s: float = 0.0          # CPU time the whole host spent outside this run meanwhile
     overlapped: list[str] = field(default_factory=list)
     report: str = ""                   # a problem's evaluator's own report (POPCORN_FD), when it ran one
     kernel_waits: str = ""             # when no Python stack came: each thread's kernel wait channel
@@ -146,6 +147,17 @@ class _Tail(threading.Thread):
 
     def text(self) -> str:
         return bytes(self.buf[-self.cap:]).decode("utf-8", "replace")
+
+
+def _host_cpu_s() -> float | None:
+    """CPU seconds every CPU of the host has been busy since boot (/proc/stat), idle and iowait excluded."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
 
 
 def _run_delay_s(pid: int) -> float | None:
@@ -316,6 +328,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         arbiter.register(owner, lambda on: tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
     loads: list[float] = []
     cpus = os.cpu_count() or 1
+    host0 = _host_cpu_s()
 
     def grant(lock_id: int):
         try:
@@ -416,6 +429,11 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     res.user_s = sum(u for u, _ in tree.cpu.values())
     res.run_delay_s = round(sum(tree.delay.values()), 3)
     res.load_per_cpu = round(sum(loads) / len(loads), 3) if loads else round(os.getloadavg()[0] / cpus, 3)
+    host1 = _host_cpu_s()
+    if host0 is not None and host1 is not None:
+        # what the rest of the host (other runs, other programs) kept the CPUs busy with meanwhile: a
+        # measure that CPU hogs cannot escape, unlike the load average, which lags by a minute
+        res.others_cpu_s = round(max(0.0, host1 - host0 - res.cpu_s), 3)
     res.overlapped = sorted(overlapped)
     res.stdout_tail, res.stderr_tail = out.text(), err.text()
     res.stdout_bytes, res.stderr_bytes = out.total, err.total

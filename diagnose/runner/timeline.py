@@ -251,7 +251,8 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                      contention=Contention(overlapped=child.overlapped, run_delay_s=child.run_delay_s,
                                            paused_s=round(sum(w["seconds"] for w in child.lock_waits
                                                               if w["mode"] == "pause"), 3),
-                                           load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0),
+                                           load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0,
+                                           others_cpu_s=child.others_cpu_s),
                      events=[e for e in ev if e["k"] != "state"])     # the state events, summed up below
     st.state = _state(ev)
     ev = st.events

@@ -5,7 +5,8 @@
 #
 #   bash tests/gpu/device_batch.sh PART...
 #   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
-#         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/)
+#         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
+#         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/out}/r; mkdir -p "$R" reports/examples
@@ -21,6 +22,8 @@ example() {   # committed example reports: the command that makes each
     reduce-overhead-capture) echo "run tests/fixtures/gpu/reduce_overhead_capture.py --stages test" ;;
     named-warmup-capture) echo "run tests/fixtures/gpu/named_warmup_capture.py --stages test --budget 20" ;;
     gpu-hang) echo "run tests/fixtures/gpu/gpu_hang.py --probes none --stages test --budget 25" ;;
+    inline-cuda|inline-cuda-again) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none" ;;
+    inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none --compile-budget 20 --budget 45" ;;
   esac
 }
 for part in "$@"; do
@@ -40,6 +43,8 @@ for part in "$@"; do
                  --stages "$stages" --out "reports/examples/$name" > "$R/$name.txt" 2>&1
                rc=$?; mkdir -p "$R/$name"; cp reports/examples/$name/session.json reports/examples/$name/report.md "$R/$name/" 2>/dev/null
                head -8 "$R/$name.txt" ;;
+    home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
+            rc=0; tail -1 "$R/home-${part#home:}.txt" ;;
     *) echo "unknown part $part"; rc=2 ;;
   esac
   echo "== $part rc=$rc $(( $(date +%s) - t0 )) s" | tee -a "$R/summary.txt"
