@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnose import evidence, hotspots
+from diagnose import carried, evidence, hotspots
 from diagnose.evidence import NOISE_ABS, NOISE_REL, confirmations, effective
 from diagnose.measures import geomean, stage_seconds, steady_us
 from diagnose.session import (FAILURES, NO_EVIDENCE, UNEXPLAINED, Cause, Cleared, Confidence, Fix, FixCost,
@@ -373,6 +373,12 @@ def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         return Cause(rank=0, suspects=[moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
                      changes_outcome=False, evidence=[base.id, moved.id],
                      site=_site(session, moved.probe), confirmed=confirmed)
+    lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
+    if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
+        return Cause(rank=0, suspects=[], kind="stale_lock", confidence=conf, changes_outcome=False,
+                     narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
+                               f"extensions for the stage; a build longer than its limit never gets there.",
+                     evidence=[base.id], site=site, confirmed=confirmed)
     none = "no probe found a suspect to toggle" if not _singles(session) else \
         "no probe toggle and no combination of them changed that"
     hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None

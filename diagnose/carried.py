@@ -86,9 +86,11 @@ def stale_lock(run: Run) -> str | None:
             break
         locks = [g for g, w in st.state.get("written", {}).items() if "lock" in w.get("names", [])]
         if st.killed and locks:
-            return (f"the {label} was killed after {st.charged_s:.0f} s (its limit {st.budget_s:g} s) in the middle "
-                    f"of a torch extension build in {locks[0]}; the build's `lock` file stayed in the container, "
-                    f"and the {failed.name} stage waited on that lock (torch's FileBaton.wait) until its "
+            what = label.replace(": compile step", "") + " stage"
+            step = f"compile step before the {what}" if label.endswith("compile step") else label
+            return (f"the harness killed the {step} at its {st.budget_s:g} s limit in the middle of a torch "
+                    f"extension build in {locks[0]}; the build's `lock` file stayed in the container, and the "
+                    f"{failed.name} stage waited on that lock (torch's FileBaton.wait) until its "
                     f"{failed.budget_s:g} s ran out")
     return None
 

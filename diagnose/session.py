@@ -247,7 +247,7 @@ class Verdict:
 class Cause:
     rank: int
     suspects: list[str]
-    kind: str                   # mechanism | hot_spot | too_slow | bug
+    kind: str                   # mechanism | hot_spot | too_slow | bug | stale_lock
     narrative: str
     confidence: Confidence
     changes_outcome: bool

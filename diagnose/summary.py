@@ -4,7 +4,7 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
-from diagnose import carried, evidence
+from diagnose import evidence
 from diagnose.measures import geomean, recompiles, steady_us
 from diagnose.evidence import NOISE_ABS, NOISE_REL
 from diagnose.session import Role, Run, StageResult, Status, Verdict
@@ -112,9 +112,6 @@ def verdict(session, interrupted: bool = False) -> Verdict:
 
 
 def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:
-    lock = carried.stale_lock(run)
-    if lock:
-        kw["note"] = "; ".join(filter(None, [kw.get("note"), lock]))
     site = None
     if st.site:
         site = {"file": session.submission.get("path"), "line": st.site["line"],

@@ -90,9 +90,10 @@ def test_a_killed_build_leaves_its_lock_and_the_stage_waits_on_it(tmp_path):
     test = base(s)["stages"][0]
     assert test["compile_step"]["status"] == "timeout" and test["status"] == "timeout"
     assert "file_baton" in test["stacks"]
-    note = s["verdict"]["note"]
-    assert "compile step was killed" in note and "`lock` file stayed in the container" in note, note
-    assert "FileBaton.wait" in md
+    top = s["causes"][0]
+    assert top["kind"] == "stale_lock", top
+    assert "killed the compile step before the test stage at its 6 s limit" in top["narrative"], top
+    assert "`lock` file stayed in the container" in top["narrative"] and "FileBaton.wait" in md
 
 
 def test_a_plan_cache_on_this_machine_never_reaches_a_run_nor_credits_a_fix(tmp_path):

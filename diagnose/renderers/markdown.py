@@ -30,7 +30,8 @@ def _name(run: Run) -> str:
     return f"{run.probe or 'all'}: {run.toggle}"
 
 
-KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs"}
+KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
+         "stale_lock": "a build lock left by the killed compile step"}
 
 
 def cause_name(c) -> str:
@@ -242,14 +243,14 @@ def _suspects(s: Session) -> list[str]:
     return out + [f"- `{x['suspect']}` L{x['line']}: {code_span(x['code'])}" for x in s.scan] + [""]
 
 
-def _stage_table(st: StageResult) -> list[str]:
+def _stage_table(st: StageResult, s: Session) -> list[str]:
     head = f"### {st.name}: {st.status}, {st.charged_s:.2f} s of {st.budget_s:.0f} s"
     if st.predicted_s is not None and st.timing:
         head += f", predicted {st.predicted_s:.1f} s"
     out = [head, ""]
     if st.message:
         out += [code_span(st.message), ""]
-    out += md_state.compile_step(st)
+    out += md_state.compile_step(st, s)
     out += ["| phase | start s | end s | seconds |", "|---|---|---|---|"]
     for p in st.phases:
         held = f" (+{p.held_s:.2f} paused for another run's timing)" if p.held_s >= 0.01 else ""
@@ -290,7 +291,7 @@ def _stages(s: Session) -> list[str]:
         if st.status == Status.SKIPPED:
             out += [f"### {st.name}: skipped (an earlier stage failed)", ""]
         else:
-            out += _stage_table(st)
+            out += _stage_table(st, s)
     return out
 
 

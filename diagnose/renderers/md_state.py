@@ -3,7 +3,7 @@ how a run was walled off. Split from markdown.py, which assembles them; text the
 into code spans."""
 from __future__ import annotations
 
-from diagnose import carried
+from diagnose import carried, summary
 from diagnose.renderers.text import code_span, fence
 from diagnose.session import Session, StageResult, Status
 
@@ -12,14 +12,15 @@ def _mb(n: int) -> str:
     return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.1f} KB" if n >= 2**10 else f"{n} B"
 
 
-def compile_step(st: StageResult) -> list[str]:
+def compile_step(st: StageResult, s: Session) -> list[str]:
     """What the harness's compile step before this stage did, and that it decided nothing."""
     c = st.compile_step
     if c is None:
         return []
     phases = ", ".join(f"{p.name} {p.seconds:.2f} s{' (open)' if p.open else ''}" for p in c.phases)
     end = "ok" if c.status == Status.OK else f"{str(c.status).upper()}: {code_span(c.message)}"
-    where = f" at line {c.site['line']} {code_span(c.site.get('code') or '')}" if c.site else ""
+    code = summary.source_line(s, c.site["line"]) if c.site else ""
+    where = f" at line {c.site['line']}" + (f" {code_span(code)}" if code else "") if c.site else ""
     out = [f"Compile step before it (`python3 submission.py`, in the same container, {c.budget_s:g} s of its own): "
            f"{end}{where}, {c.charged_s:.2f} s ({phases or 'no phase'}). The harness ignores how this step ends; "
            f"the stage ran after it.", ""]
@@ -33,6 +34,9 @@ def state(s: Session) -> list[str]:
     base = s.baseline
     if base is None or not base.stages:
         return []
+    if "container" not in s.harness:
+        return ["## State kept between processes", "", "Not recorded: this session is from before each run had a "
+                "container of its own.", ""]
     rows = carried.kept(base)
     out_w = carried.outside(base)
     spawned = [(label, a) for label, st in carried.steps(base) for a in st.state.get("spawned", [])]

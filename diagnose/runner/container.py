@@ -131,9 +131,20 @@ class Container:
                 pass
 
 
+# Variables every run gets a value of its own for (the container's places): not "left out", replaced.
+REPLACED = {"HOME", "TMPDIR", "TMP", "TEMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "TORCH_HOME",
+            "PYTORCH_KERNEL_CACHE_PATH", "TORCHINDUCTOR_CACHE_DIR", "TRITON_HOME", "TRITON_CACHE_DIR",
+            "CUDA_CACHE_PATH"}
+
+
 def dropped_env(base) -> list[str]:
     """The names of this machine's variables that a run does not get (their values are never recorded)."""
     return sorted(k for k in base if k in DROP_NAMES or k.startswith(DROP_PREFIXES))
+
+
+def left_out(base) -> list[str]:
+    """Of those, the ones no run gets any value for: what a report names."""
+    return [k for k in dropped_env(base) if k not in REPLACED]
 
 
 def changed(before: dict, after: dict) -> dict[str, int]:
