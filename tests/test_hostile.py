@@ -81,10 +81,23 @@ def no_temp_left():
     assert temp_dirs() - before == set()
 
 
+_PID_DIRS: list[Path] = []
+
+
 def pid_file(name: str) -> Path:
-    """Where a forking fixture writes its pids: outside /tmp, which a run sees as its own private /tmp."""
+    """Where a forking fixture writes its pids: outside /tmp, which a run sees as its own private /tmp.
+    Removed when this module's tests are done."""
     d = Path(tempfile.mkdtemp(prefix="diagnose-test-pids-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
+    _PID_DIRS.append(d)
     return d / name
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_pid_dirs():
+    yield
+    import shutil
+    for d in _PID_DIRS:
+        shutil.rmtree(d, ignore_errors=True)
 
 
 def marker_line(name, marker):
