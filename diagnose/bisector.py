@@ -97,12 +97,28 @@ def seconds_saved(session: Session, base: Run, run: Run) -> dict[str, dict]:
 
 # -- how a variant compares with the baseline -----------------------------------------------------------
 
-def failure_point(run: Run) -> tuple[int, str] | None:
-    """(stage index, stage name) of the run's failure."""
+# Where in a stage's process a failure happened: before the submission ran, in its import, or after it
+# (first calls, checks, timing, exit). Deferring import work moves a failure from the second to the third.
+_BEFORE_IMPORT = ("torch_import", "device_init", "reference_import")
+
+
+def _phase_rank(phase: str | None) -> int:
+    if phase is None or phase in _BEFORE_IMPORT:
+        return 0
+    return 1 if phase == "submission_import" else 2
+
+
+def failure_point(run: Run) -> tuple[int, str, int] | None:
+    """(stage index, stage name, phase rank) of the run's failure: the order says which came later."""
     st = run.failed_stage
     if st is None:
         return None
-    return [s.name for s in run.stages].index(st.name), st.name
+    return [s.name for s in run.stages].index(st.name), st.name, _phase_rank(st.phase)
+
+
+def _later(a: tuple, b: tuple) -> bool:
+    """Failure point a comes after b: a later stage, or later in the same stage's process."""
+    return (a[0], a[2]) > (b[0], b[2])
 
 
 def _got_past(run: Run, bp: tuple[int, str] | None) -> bool:
@@ -145,9 +161,9 @@ def compare(session: Session, base: Run, run: Run) -> str:
         err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
         if broken_by_edit(run) and err != base_err:
             return "broken"
-        if b.outcome == e.outcome and bp and rp and bp[1] == rp[1]:
+        if b.outcome == e.outcome and bp and rp and (bp[1], bp[2]) == (rp[1], rp[2]):
             return "same"
-        if bp is None or rp is None or rp[0] <= bp[0]:
+        if bp is None or rp is None or not _later(rp, bp):
             return "different"
         if e.outcome == b.outcome:     # the same kind of failure, later
             return "same" if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else "moved"
@@ -361,7 +377,7 @@ def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     st = base.failed_stage
     site = _user_site(session, st.site)
     moved = next((r for r in _singles(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
-                  and failure_point(r) and failure_point(r)[0] > failure_point(base)[0]), None)
+                  and failure_point(r) and _later(failure_point(r), failure_point(base))), None)
     conf, confirmed = _confidence(session, [base])
     if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
         sec = st.phase_s("submission_import")
@@ -494,6 +510,11 @@ def _fix(session: Session, base: Run) -> Fix | None:
     near = [(us, r) for us, r in scored if best_us != math.inf and us <= best_us * (1 + FIX_TIE_REL)]
     if near:
         best_us, best = max(near, key=lambda x: (toggle_rank(x[1]) if x[1].probe in BY_NAME else 0, -x[0]))
+    elif best_us == math.inf:
+        # No benchmark ran, so no steady state can choose: the toggle of the top cause's suspect, then the one
+        # that names a mechanism, is the fix (compile off also passes a recompile storm, but says nothing).
+        top = set(session.causes[0].suspects) if session.causes else set()
+        best = max((r for _, r in scored), key=lambda r: (r.probe in top, toggle_rank(r) if r.probe in BY_NAME else 0))
     seen, costs = set(), []
     for us, r in scored:
         if r.source_sha in seen:

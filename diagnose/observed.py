@@ -52,7 +52,18 @@ def inductor_settings(run: Run | None) -> dict:
 
 
 def recompile_records(run: Run | None) -> list[dict]:
-    return [{"stage": st.name, **r} for st in _stages(run) for r in recompiles(st)]
+    """Every recompile: those that finished (compile metrics with an id 'F/R', R > 0), and, per stage,
+    those that started and never finished (the deadline came while it compiled): Dynamo had named its
+    guard failure, and the stage ended before the compile landed."""
+    out = []
+    for st in _stages(run):
+        done = recompiles(st)
+        out += [{"stage": st.name, **r} for r in done]
+        started = [e for e in st.events if e["k"] == "recompile_start"]
+        for e in started[len(done):]:
+            out.append({"stage": st.name, "compile_id": None, "phase": None, "in_progress": True,
+                        "reason": "; ".join(map(str, e.get("reasons") or [])) or None, "code": e.get("code")})
+    return out
 
 
 def compiled_inside_capture(run: Run | None) -> list[str]:
@@ -129,12 +140,16 @@ def repeated_work(run: Run | None, source: str, min_share: float = 0.2) -> list[
                 continue
             lines = {int(k): v for k, v in st.samples[phase].get("lines", {}).items()}
             lines_entry = {int(k): v for k, v in st.samples[phase].get("entries", {}).items()}
+            stack = {int(k): v for k, v in st.samples[phase].get("stack", {}).items()}
             total = sum(lines.values())
             if not total:
                 continue
             for head, last in loops(source):
                 inside = sum(n for ln, n in lines.items() if head <= ln <= last)
                 inside = max(inside, sum(n for ln, n in lines_entry.items() if head <= ln <= last))
+                # inclusive: the loop's own lines on the stack, wherever the time below them went (a
+                # helper the loop calls, a function it was handed)
+                inside = max(inside, max((n for ln, n in stack.items() if head <= ln <= last), default=0))
                 if inside / total >= min_share:
                     e = out.setdefault(head, {"line": head, "seconds": 0.0, "phases": [], "iterations": iters.get(head)})
                     e["seconds"] += inside * (st.sample_interval_s or 0.01)

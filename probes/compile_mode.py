@@ -55,7 +55,7 @@ def compile_off(source: str, ordinal: int | None) -> str:
         elif d["kind"] == "module_method":
             edits.append((d["stmt_span"], "pass  # diagnose: compile off"))
         elif d.get("arg_span"):
-            edits.append((d["call_span"], d["wrapped"]))
+            edits.append((d.get("expr_span", d["call_span"]), d["wrapped"]))
     return apply_edits(source, edits)
 
 

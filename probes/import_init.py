@@ -88,34 +88,57 @@ def defer(source: str, lines: tuple[int, ...] = (), texts: tuple[str, ...] = ())
     return apply_edits(source, edits)
 
 
-def heavy(ctx: PlanContext) -> dict[int, float]:
+def top_statements(tree: ast.Module, by_line: dict[int, float]) -> dict[int, float]:
+    """Seconds per module-level statement: a sample on any line inside a statement (the body of a
+    module-level loop, the second line of a call) belongs to the statement that holds it."""
+    out: dict[int, float] = {}
+    for line, sec in by_line.items():
+        node = next((n for n in tree.body if n.lineno <= line <= (n.end_lineno or n.lineno)), None)
+        key = node.lineno if node is not None else line
+        out[key] = out.get(key, 0.0) + sec
+    return out
+
+
+def heavy(ctx: PlanContext, tree: ast.Module) -> dict[int, float]:
     """Module-level statements that took a real share of the baseline's import time."""
-    by_line = observed.import_time_by_statement(ctx.baseline)
-    total = sum(by_line.values())
-    return {ln: round(s, 2) for ln, s in by_line.items() if s >= MIN_S and s >= MIN_SHARE * total}
+    by_stmt = top_statements(tree, observed.import_time_by_statement(ctx.baseline))
+    total = sum(by_stmt.values())
+    return {ln: round(s, 2) for ln, s in by_stmt.items() if s >= MIN_S and s >= MIN_SHARE * total}
+
+
+def _library_loading(tree: ast.Module, line: int) -> bool:
+    """An import statement: its time is the library loading, not this submission's work. Every other
+    statement of the module is the submission's own work, whatever library its calls go into."""
+    node = next((n for n in tree.body if n.lineno == line), None)
+    return isinstance(node, (ast.Import, ast.ImportFrom))
 
 
 def plan(ctx: PlanContext) -> Plan:
     if ctx.baseline is None:
         return Plan(ABSENT, "decided from the baseline's import")
-    hot = heavy(ctx)
+    try:
+        tree = ast.parse(ctx.source)
+    except (SyntaxError, RecursionError, ValueError):
+        return Plan(CANNOT_TOGGLE, "the source could not be parsed again")
+    hot = heavy(ctx, tree)
     if not hot:
         total = sum(observed.import_time_by_statement(ctx.baseline).values())
         return Plan(ABSENT, f"the import spent {total:.2f} s in module-level statements; none is notable",
                     evidence={"import_s": round(total, 2)})
     if not ctx.scan.entry_is_def:
         return Plan(NOT_APPLICABLE, "custom_kernel is not a plain function, so work cannot move into it")
-    try:
-        tree = ast.parse(ctx.source)
-    except (SyntaxError, RecursionError):
-        return Plan(CANNOT_TOGGLE, "the source could not be parsed again")
-    work = {s.line for s in ctx.scan.of("import_init")}
-    movable = {ln: s for ln, s in hot.items() if ln in work}
-    other = {ln: s for ln, s in hot.items() if ln not in work}
+    libs = {ln: s for ln, s in hot.items() if _library_loading(tree, ln)}
+    defs = {ln: s for ln, s in hot.items() if ln not in libs and isinstance(
+        next((n for n in tree.body if n.lineno == ln), None), (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    movable = {ln: s for ln, s in hot.items() if ln not in libs and ln not in defs}
     if not movable:
-        where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(other.items()))
-        return Plan(ABSENT, f"the import time went to definitions, settings or imports ({where}): loading libraries, "
-                            f"not work this submission does at import", evidence={"seconds": hot})
+        where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(hot.items()))
+        if defs:
+            return Plan(CANNOT_TOGGLE, f"the import time went to definitions whose decorators or bodies run at import "
+                                       f"({where}): the submission's work, but a definition cannot move into "
+                                       f"custom_kernel", evidence={"seconds": hot})
+        return Plan(ABSENT, f"the import time went to import statements ({where}): loading libraries, not work "
+                            f"this submission does at import", evidence={"seconds": hot})
     where = ", ".join(f"L{ln} ({s:.1f} s)" for ln, s in sorted(movable.items()))
     texts = statements_at(ctx.source, tuple(sorted(movable)))
     return Plan(RUN, f"import-time work at {where}",

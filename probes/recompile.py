@@ -33,8 +33,10 @@ def mechanism(session, base) -> str | None:
     reasons = sorted({str(r["reason"]).strip().splitlines()[0][:160] for r in recs if r.get("reason")})
     if not recs:
         return None
-    return (f"The baseline recompiled {len(recs)} time(s)" + (f"; torch's reason: {reasons[0]}" if reasons else "")
-            + ".")
+    cut = sum(1 for r in recs if r.get("in_progress"))
+    return (f"The baseline recompiled {len(recs)} time(s)" + (f" (the last {cut} still compiling at the deadline)"
+                                                              if cut else "")
+            + (f"; torch's reason: {reasons[0]}" if reasons else "") + ".")
 
 
 def plan(ctx: PlanContext) -> Plan:
@@ -47,7 +49,11 @@ def plan(ctx: PlanContext) -> Plan:
     if all(s.details["kw"].get("dynamic") is True for s in found):
         return Plan(ABSENT, "every compile site is already dynamic=True", evidence={"recompiles": len(recs)})
     reasons = sorted({" ".join(str(r["reason"]).split())[:160] for r in recs if r["reason"]})
+    cut = [r for r in recs if r.get("in_progress")]
     why = f"{len(recs)} recompile(s) in the baseline" + (f"; reasons: {'; '.join(reasons[:3])}" if reasons else "")
+    if cut:
+        why += (f"; {len(cut)} of them still compiling when the {cut[0]['stage']} stage ended "
+                f"({len(recs) - len(cut)} finished before it)")
     if failed_on_limit(ctx.baseline):
         why += "; the baseline hit the recompile limit"
     # bounded: a recompile storm has thousands; the count and the first few say it

@@ -168,9 +168,11 @@ def _fix(s: Session) -> list[str]:
     if not s.fix:
         return []
     f = s.fix
+    why = (f"with the best steady state of the working variants (within {FIX_TIE_REL:.0%}, the toggle that names "
+           f"the mechanism is preferred)" if f.steady_us is not None else
+           "chosen as the toggle of the top cause (no benchmark stage ran, so no steady state could choose)")
     out = ["## Verified fix", "", f"{code_span(f.toggle or '')} (run {f.run}) passes every check and fits every "
-           f"budget, with the best steady state of the working variants (within {FIX_TIE_REL:.0%}, the toggle that "
-           f"names the mechanism is preferred).", "", *fence(f.diff.rstrip(), "diff"), "",
+           f"budget, {why}.", "", *fence(f.diff.rstrip(), "diff"), "",
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
     if f.state:

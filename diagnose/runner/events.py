@@ -44,6 +44,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "evaluator_exit": {},
     "container": {"private": (list,)},
     "state": {"op": (str,)},
+    "recompile_start": {"code": (str,), "reasons": (list,)},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)

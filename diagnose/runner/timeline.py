@@ -146,8 +146,9 @@ def _samples(st: StageResult, ev: list[dict]) -> None:
                     if isinstance(counts, dict):
                         c = tgt.setdefault(str(kind), {})
                         for line, n in counts.items():
-                            if str(line).isdigit() and isinstance(n, int):
-                                c[str(line)] = c.get(str(line), 0) + n
+                            # a line number; for mechanisms, "line|mechanism"
+                            if str(line).split("|", 1)[0].isdigit() and isinstance(n, int):
+                                c[str(line)[:80]] = c.get(str(line)[:80], 0) + n
         elif e["k"] == "loops":
             c = st.loops.setdefault(str(e.get("phase")), {})
             for line, n in e["counts"].items():

@@ -224,6 +224,23 @@ class Scanner:
     def reaches_compiled(self, node: ast.AST, owner: str | None) -> list[str]:
         return self.reaches(node, owner, lambda k: k in self.compiled)
 
+    def calls_passed_callable(self, node: ast.AST, fn: str | None) -> bool:
+        """Does this code call something it was handed (a parameter of the function around it, or a name
+        that function binds to functools.partial(...) or a lambda)? A warmup helper reaches the kernel so:
+        `def _warmup(fn, args, iters): for _ in range(iters): fn(*args)`. What it calls is decided at run
+        time; the run's samples say whether the loop held the time."""
+        fnode = self.funcs.defs.get(fn) if fn else None
+        if not isinstance(fnode, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        a = fnode.args
+        handed = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs} | {x.arg for x in (a.vararg, a.kwarg) if x}
+        for n in ast.walk(fnode):
+            if isinstance(n, ast.Assign) and isinstance(n.value, (ast.Lambda, ast.Call)) and (
+                    isinstance(n.value, ast.Lambda) or (self.alias.qualname(n.value.func) or "").endswith("partial")):
+                handed |= {t.id for t in n.targets if isinstance(t, ast.Name)}
+        return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id in handed
+                   for c in ast.walk(node))
+
     def does_kernel_work(self, node: ast.AST, owner: str | None) -> bool:
         """Does this code call torch (or a compiled function, or a helper that does)?"""
         def torch_call(n):
@@ -277,7 +294,17 @@ class Scanner:
                 continue
             q = self.alias.qualname(node.func)
             parent = self._parents.get(node)
-            if q == COMPILE and node.args:
+            if isinstance(node.func, ast.Call) and self.alias.qualname(node.func.func) == COMPILE \
+                    and not node.func.args and node.args:
+                # torch.compile(mode=..., dynamic=False)(fn): the options on the inner call, the target outside
+                decorators.add(id(node.func))
+                target = None
+                if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
+                    target = ast.unparse(parent.targets[0])
+                d = self._compile_details(node.func, "call", target, ast.unparse(node.args[0]), node)
+                d["arg_span"], d["expr_span"] = span(node.args[0]), span(node)
+                self._add_compile(d, parent if isinstance(parent, ast.Assign) else node)
+            elif q == COMPILE and node.args and id(node) not in decorators:
                 target = None
                 if isinstance(parent, ast.Assign) and len(parent.targets) == 1:
                     target = ast.unparse(parent.targets[0])
@@ -404,10 +431,10 @@ class Scanner:
                 continue
             fn, cls = self.enclosing(node)
             body = ast.Module(body=node.body, type_ignores=[])
-            self.loops[node.lineno] = {**count, "end_line": node.end_lineno,
-                                       "kernel_work": self.does_kernel_work(body, cls)}
+            work = self.does_kernel_work(body, cls) or self.calls_passed_callable(body, fn)
+            self.loops[node.lineno] = {**count, "end_line": node.end_lineno, "kernel_work": work}
             before_capture = any(c.details.get("function") == fn and c.line > node.lineno for c in captures)
-            if not (count["discards"] or before_capture) or not self.does_kernel_work(body, cls):
+            if not (count["discards"] or before_capture) or not work:
                 continue
             self.sites.append(Site("warmup", node.lineno, node.end_lineno, self.code(node.lineno), {
                 **count, "function": fn, "calls_compiled": self.reaches_compiled(body, cls),

@@ -1,9 +1,11 @@
 """Where each phase's time went, by submission line: a sampling thread in the child.
 
 Every INTERVAL_S the thread reads the main thread's stack (sys._current_frames) and, for the phase that
-is open, counts three things: the innermost submission line (where the time is spent), the submission
-line that called into torch or another library (what the submission asked for), and the module-level
-statement being executed during an import (which statement the import time belongs to). Counts are
+is open, counts: the innermost submission line (where the time is spent), the submission line that
+called into torch or another library (what the submission asked for), the module-level statement being
+executed during an import (which statement the import time belongs to), every submission line on the
+stack once (inclusive time: a loop that calls a helper holds the helper's time), and which library
+mechanism the time went into (MECHANISMS, matched on the frames below the submission's). Counts are
 streamed as deltas once a second, so a run killed at its deadline keeps what was measured up to then.
 The thread pauses during timing sections: they measure the kernel, and the sampler must not disturb
 them. Its own cost is measured (time spent sampling) and reported with the samples.
@@ -28,6 +30,22 @@ FLUSH_S = 1.0
 LOOP_CAP = 1_000_000
 TOOL_ID = 4
 RAW_CAP = 3000          # raw samples kept per stage, for the trace (aggregates are never capped)
+# Where time inside a library call goes, by the library frames under the submission's own: the first
+# pattern (in this order) that any of those frames' files matches names the mechanism.
+MECHANISMS = (
+    ("torch/utils/file_baton.py", "lock_wait:build"),          # waiting on a torch extension build's lock
+    ("triton/runtime/autotuner.py", "triton_autotune"),
+    ("torch/_inductor/select_algorithm.py", "inductor_autotune"),
+    ("torch/_inductor/autotune_process.py", "inductor_autotune"),
+    ("torch/utils/cpp_extension.py", "extension_build"),
+    ("helion/autotuner", "helion_autotune"),
+    ("triton/compiler/", "triton_compile"),
+    ("torch/_inductor/", "inductor_compile"),
+    ("torch/_dynamo/", "dynamo"),
+    ("torch/cuda/__init__.py", "cuda_init"),
+    ("subprocess.py", "subprocess_wait"),
+    ("threading.py", "lock_wait"),
+)
 
 
 class Sampler(threading.Thread):
@@ -61,10 +79,10 @@ class Sampler(threading.Thread):
         self.flush()
 
     def _sample(self, phase: str, frame) -> None:
-        chain = []            # outermost first: (is the submission's, line, code name)
+        chain = []            # outermost first: (is the submission's, line, code name, file)
         f = frame
         while f is not None:
-            chain.append((f.f_code.co_filename == self.filename, f.f_lineno, f.f_code.co_name))
+            chain.append((f.f_code.co_filename == self.filename, f.f_lineno, f.f_code.co_name, f.f_code.co_filename))
             f = f.f_back
         chain.reverse()
         mine = [i for i, c in enumerate(chain) if c[0]]
@@ -78,8 +96,15 @@ class Sampler(threading.Thread):
             i += 1
         entry = chain[i][1] if i + 1 < len(chain) else None
         module = next((c[1] for c in chain if c[0] and c[2] == "<module>"), None)
-        a = self._agg.setdefault(phase, {"lines": Counter(), "entries": Counter(), "module": Counter()})
+        a = self._agg.setdefault(phase, {"lines": Counter(), "entries": Counter(), "module": Counter(),
+                                         "stack": Counter(), "mechanisms": Counter()})
         a["lines"][inner] += 1
+        for ln in {chain[i][1] for i in mine}:
+            a["stack"][ln] += 1
+        below = [c[3].replace("\\", "/") for c in chain[mine[-1] + 1:]]
+        mech = next((m for pat, m in MECHANISMS if any(pat in fn for fn in below)), None) if below else None
+        if mech:
+            a["mechanisms"][f"{inner}|{mech}"] += 1
         if entry is not None:
             a["entries"][entry] += 1
         if module is not None:
