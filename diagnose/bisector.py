@@ -379,29 +379,35 @@ def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     moved = next((r for r in _singles(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
                   and failure_point(r) and _later(failure_point(r), failure_point(base))), None)
     conf, confirmed = _confidence(session, [base])
-    if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
-        sec = st.phase_s("submission_import")
-        where = f" (line {site['line']})" if site else ""
-        narrative = (f"The work itself is too slow: {sec:.1f} s at import{where} until the deadline, and deferring it "
-                     f"only moves it: {moved.id} ({moved.toggle}) then times out in "
-                     f"{moved.failed_stage.name}/{moved.failed_stage.phase}.")
-        conf, confirmed = _confidence(session, [base, moved])
-        return Cause(rank=0, suspects=[moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
-                     changes_outcome=False, evidence=[base.id, moved.id],
-                     site=_site(session, moved.probe), confirmed=confirmed)
     lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
     if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
-        return Cause(rank=0, suspects=[], kind="stale_lock", confidence=conf, changes_outcome=False,
+        return Cause(rank=0, suspects=["extension_build"], kind="stale_lock", confidence=conf, changes_outcome=False,
                      narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
                                f"extensions for the stage; a build longer than its limit never gets there.",
                      evidence=[base.id], site=site, confirmed=confirmed)
+    hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
+    owner = hotspots.MECHANISM_PROBES.get((hot or {}).get("mechanism") or "")
+    if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
+        sec = st.phase_s("submission_import")
+        where = f" (line {site['line']})" if site else ""
+        inside = f", inside {hotspots.MECHANISM_WORDS[hot['mechanism']]}," if owner else ""
+        narrative = (f"The work itself is too slow: {sec:.1f} s at import{where}{inside} until the deadline, and "
+                     f"deferring it only moves it: {moved.id} ({moved.toggle}) then times out in "
+                     f"{moved.failed_stage.name}/{moved.failed_stage.phase}"
+                     f"{hotspots.MECHANISM_HINTS.get(hot['mechanism'], '') if owner else ''}.")
+        conf, confirmed = _confidence(session, [base, moved])
+        return Cause(rank=0, suspects=[owner or moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
+                     changes_outcome=False, evidence=[base.id, moved.id],
+                     site=site if owner else _site(session, moved.probe), confirmed=confirmed)
     none = "no probe found a suspect to toggle" if not _singles(session) else \
         "no probe toggle and no combination of them changed that"
-    hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
     if hot:
         hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
-        return Cause(rank=0, suspects=[], kind="hot_spot", confidence=conf, changes_outcome=False,
-                     narrative=f"The time goes here: {hotspots.describe(hot)}; {none}.",
+        # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
+        # toggle of it could be made or verified
+        return Cause(rank=0, suspects=[owner] if owner else [], kind="hot_spot", confidence=conf,
+                     changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
+                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     if st.status == Status.TIMEOUT and site is None:
         # Neither the stacks at the deadline nor the sampler put the time in the submission's code: a bug

@@ -12,6 +12,42 @@ from diagnose.session import Run, Session, StageResult, Status
 from diagnose.summary import source_line
 
 TOP = 5
+# The library mechanism a line's time went into (worker/sampler.py MECHANISMS), in words.
+MECHANISM_WORDS = {
+    "lock_wait:build": "waiting on a torch extension build's lock (FileBaton.wait)",
+    "triton_autotune": "Triton's autotuner (compiling and timing every config)",
+    "inductor_autotune": "Inductor's max-autotune (timing GEMM templates)",
+    "extension_build": "a torch C++/CUDA extension build (ninja, nvcc)",
+    "helion_autotune": "Helion's autotuner",
+    "triton_compile": "Triton compiling a kernel",
+    "inductor_compile": "Inductor compiling",
+    "dynamo": "torch.compile tracing (Dynamo)",
+    "cuda_init": "CUDA initialisation",
+    "subprocess_wait": "waiting for a subprocess",
+    "lock_wait": "waiting on a lock or another thread",
+}
+
+
+# The probe whose suspect a mechanism is, and what to do about it when no toggle was verified.
+MECHANISM_PROBES = {"triton_autotune": "autotune", "extension_build": "extension_build",
+                    "lock_wait:build": "extension_build", "inductor_autotune": "compile_mode"}
+MECHANISM_HINTS = {
+    "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
+                       "pre-build such an extension, so a stage only pays for it when the build does not fit there",
+    "triton_autotune": "; the GPU MODE maintainers advise against autotuning on the harness: pin the configs",
+}
+
+
+def mechanism(st: StageResult, phase: str, line: int) -> tuple[str, float] | None:
+    """The library mechanism most of a line's samples were inside, and that share of them."""
+    kinds = st.samples.get(phase) or {}
+    n_line = (kinds.get("lines") or {}).get(str(line), 0)
+    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items()
+            if k.split("|", 1)[0] == str(line)}
+    if not n_line or not mech:
+        return None
+    name, n = max(mech.items(), key=lambda kv: kv[1])
+    return (name, round(n / n_line, 3)) if n / n_line >= 0.5 else None
 
 
 def where(session: Session, st: StageResult, phase: str) -> list[dict]:
@@ -28,9 +64,11 @@ def where(session: Session, st: StageResult, phase: str) -> list[dict]:
     rows = []
     for line, n in sorted(lines.items(), key=lambda kv: -kv[1])[:TOP]:
         loop = min((lp for lp in loops if lp[0] <= line <= lp[1]), key=lambda lp: lp[1] - lp[0], default=None)
+        mech = mechanism(st, phase, line)
         rows.append({"line": line, "code": source_line(session, line), "seconds": round(n / total * duration, 3),
                      "share": round(n / total, 3), "loop": loop[0] if loop else None,
-                     "iterations": iters.get(loop[0]) if loop else None})
+                     "iterations": iters.get(loop[0]) if loop else None,
+                     "mechanism": mech[0] if mech else None, "mechanism_share": mech[1] if mech else None})
     return rows
 
 
@@ -68,5 +106,9 @@ def describe(h: dict) -> str:
     if h.get("loop"):
         it = f" of {h['iterations']:,} iterations" if h.get("iterations") else ""
         what += f", in the loop at L{h['loop']}{it},"
+    inside = ""
+    if h.get("mechanism"):
+        inside = (f", inside {MECHANISM_WORDS.get(h['mechanism'], h['mechanism'])} "
+                  f"({h['mechanism_share']:.0%} of that line's samples)")
     return (f"{what} took {h['seconds']:.1f} s ({h['share']:.0%} of the samples) of the {h['phase_s']:.1f} s "
-            f"{h['phase']} in {h['stage']}")
+            f"{h['phase']} in {h['stage']}{inside}")

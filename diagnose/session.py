@@ -140,6 +140,11 @@ class StageResult:
     compile_step: "StageResult | None" = None
     # State in the container: {written: {group: {files, bytes}}, reads, writes, outside, spawned, container}
     state: dict = field(default_factory=dict)
+    # What libraries spent on the submission's behalf (worker/libraries.py): per (kernel, key) Triton
+    # autotuning {kernel, line, key, tried, seconds, best: {config, ms}, winner, done}; per extension build
+    # {name, seconds, ok, built: [{output, seconds}], found_lock, sources, cflags, cuda_cflags}
+    autotune: list = field(default_factory=list)
+    builds: list = field(default_factory=list)
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
 

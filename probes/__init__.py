@@ -3,7 +3,8 @@
 Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
 the most useful evidence. Adding a suspect means adding a module and an entry here.
 """
-from probes import cache, compile_mode, fullgraph, graph_capture, import_init, recompile, warmup
+from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, import_init,
+                    recompile, warmup)
 
 REGISTRY = [
     graph_capture,   # outer capture around compiled functions: crashes and hangs
@@ -11,6 +12,8 @@ REGISTRY = [
     recompile,       # recompiles per shape: compile time, recompile-limit failures (needs the baseline)
     fullgraph,       # fullgraph=True: graph breaks raise
     warmup,          # warmup iteration count: time
+    autotune,        # Triton autotuning at run time: time (needs the baseline)
+    extension_build,  # C++/CUDA extension builds: time, a build lock a killed step left (needs the baseline)
     import_init,     # work at import: time, paid again by every stage's process
     cache,           # cold versus warm compile cache: evidence of compile cost, never a fix
 ]

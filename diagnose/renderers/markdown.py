@@ -13,7 +13,7 @@ import shlex
 
 from diagnose import hotspots, summary
 from diagnose.bisector import FIX_TIE_REL
-from diagnose.renderers import md_state
+from diagnose.renderers import md_libs, md_state
 from diagnose.renderers.text import code_span, fence, fold_frames
 from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
 
@@ -151,10 +151,12 @@ def _where(s: Session) -> list[str]:
             continue
         p = next(x for x in st.phases if x.name == phase)
         out += [f"`{st.name}` / `{phase}`: {p.seconds:.2f} s" + (" (still running when stopped)" if p.open else ""),
-                "", "| line | code | seconds | share | loop (iterations) |", "|---|---|---|---|---|"]
+                "", "| line | code | seconds | share | loop (iterations) | inside |", "|---|---|---|---|---|---|"]
         for r in rows:
             loop = "" if not r["loop"] else f"L{r['loop']}" + (f" ({r['iterations']:,})" if r["iterations"] else "")
-            out.append(f"| L{r['line']} | {code_span(r['code'])} | {r['seconds']:.2f} | {r['share']:.0%} | {loop} |")
+            inside = hotspots.MECHANISM_WORDS.get(r.get("mechanism") or "", r.get("mechanism") or "")
+            out.append(f"| L{r['line']} | {code_span(r['code'])} | {r['seconds']:.2f} | {r['share']:.0%} | {loop} | "
+                       f"{inside} |")
         out.append("")
     cost = sum(st.sample_cost_s for st in base.stages)
     wall = sum(st.wall_s for st in base.stages)
@@ -368,7 +370,7 @@ def render(session: Session) -> str:
     lines = _head(s)
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
     for part in (_verdict, _causes, _where, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile,
-                 md_state.state, _environment):
+                 md_libs.autotuning, md_libs.builds, md_state.state, _environment):
         lines += part(s)
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
     for n in s.notes:

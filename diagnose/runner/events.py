@@ -45,6 +45,10 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "container": {"private": (list,)},
     "state": {"op": (str,)},
     "recompile_start": {"code": (str,), "reasons": (list,)},
+    "autotune_config": {"kernel": (str,), "config": (dict,)},
+    "autotune_done": {"kernel": (str,), "winner": (dict,)},
+    "extension_build": {"name": (str,), "seconds": NUM},
+    "extension_build_start": {"name": (str,)},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)

@@ -183,6 +183,35 @@ def _state(ev: list[dict]) -> dict:
     return rec
 
 
+def _libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
+    """Autotuning per (kernel, key), summed from its per-config events, and every extension build."""
+    mine = os.path.realpath(submission_file)
+    tunes: dict[tuple, dict] = {}
+    for e in ev:
+        if e["k"] not in ("autotune_config", "autotune_done"):
+            continue
+        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
+        r = tunes.setdefault((e["kernel"], str(e.get("key"))), {
+            "kernel": e["kernel"], "line": line, "key": str(e.get("key")), "tried": 0, "seconds": 0.0,
+            "best": None, "winner": None, "done": False})
+        if e["k"] == "autotune_config":
+            r["tried"] += 1
+            r["seconds"] = round(r["seconds"] + float(e.get("seconds") or 0), 4)
+            ms = e.get("ms")
+            if isinstance(ms, (int, float)) and (r["best"] is None or ms < r["best"]["ms"]):
+                r["best"] = {"config": e["config"], "ms": ms}
+        else:
+            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"))
+    st.autotune = list(tunes.values())
+    st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
+                                         "cuda_cflags", "with_cuda", "arch_list")}
+                 for e in ev if e["k"] == "extension_build"]
+    started = [e for e in ev if e["k"] == "extension_build_start"]
+    for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
+        st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
+                          "seconds": round(max(0.0, t_last - e["t"]), 3)})
+
+
 def _needs_gpu(ev: list[dict]) -> str | None:
     return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
 
@@ -254,8 +283,10 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                                                               if w["mode"] == "pause"), 3),
                                            load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0,
                                            others_cpu_s=child.others_cpu_s),
-                     events=[e for e in ev if e["k"] != "state"])     # the state events, summed up below
+                     # the per-path and per-config events, summed up below
+                     events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
     st.state = _state(ev)
+    _libraries(st, ev, submission_file, t_last)
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)

@@ -15,6 +15,8 @@ warmup       loops that repeat kernel work (torch calls, compiled functions, hel
              config dicts, attributes), while loops on a counter or on elapsed time
 import_init  work done at import: module-level calls, instances whose __init__ works, comprehensions,
              loops, module-level if blocks that do any of these
+autotune     @triton.autotune decorators: the kernel they tune, and the span of their configs
+extension    torch.utils.cpp_extension load_inline / load calls: their name and compiler flags
 
 Every site carries the source spans its toggles edit. A source the scan cannot read (too deeply
 nested for the parser) yields an empty result with the reason, never an exception.
@@ -27,6 +29,8 @@ from dataclasses import asdict, dataclass, field
 from diagnose.scan.aliases import Aliases
 
 COMPILE = "torch.compile"
+AUTOTUNE = "triton.autotune"
+EXTENSION_LOADS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"}
 CAPTURE_CTX = {"torch.cuda.graph", "torch.cuda.graphs.graph"}
 GRAPHED = {"torch.cuda.make_graphed_callables", "torch.cuda.graphs.make_graphed_callables"}
 CONFIG_PREFIXES = ("torch._dynamo.config", "torch._inductor.config")
@@ -492,6 +496,35 @@ class Scanner:
                 "uses": sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}),
                 "span": span(node)}))
 
+    # -- libraries that spend time for the submission ---------------------------------------------------
+    def find_autotune(self) -> None:
+        for node in ast.walk(self.tree):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            for dec in node.decorator_list:
+                if not (isinstance(dec, ast.Call) and self.alias.qualname(dec.func) == AUTOTUNE):
+                    continue
+                configs = next((k.value for k in dec.keywords if k.arg == "configs"), dec.args[0] if dec.args else None)
+                # how this file spells triton.Config: `triton.Config` after `import triton`, else a bare Config
+                prefix = ast.unparse(dec.func.value) + ".Config" if isinstance(dec.func, ast.Attribute) else \
+                    next((n for n, q in self.alias.names.items() if q == "triton.Config"), "__import__('triton').Config")
+                self.sites.append(Site("autotune", dec.lineno, dec.end_lineno, self.code(dec.lineno), {
+                    "kernel": node.name, "configs_span": span(configs) if configs is not None else None,
+                    "configs_literal": isinstance(configs, (ast.List, ast.Tuple)), "config_class": prefix}))
+
+    def find_extensions(self) -> None:
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Call) and self.alias.qualname(node.func) in EXTENSION_LOADS):
+                continue
+            kws = {k.arg: k.value for k in node.keywords if k.arg}
+            name = _literal(kws["name"]) if "name" in kws else (_literal(node.args[0]) if node.args else None)
+            d = {"name": name, "call_span": span(node), "flags": {}, "flag_spans": {}}
+            for kw in ("extra_cflags", "extra_cuda_cflags", "verbose"):
+                if kw in kws:
+                    d["flags"][kw] = _literal(kws[kw])
+                    d["flag_spans"][kw] = span(kws[kw])
+            self.sites.append(Site("extension", node.lineno, node.end_lineno, self.code(node.lineno), d))
+
     def of(self, suspect: str) -> list[Site]:
         return [s for s in self.sites if s.suspect == suspect]
 
@@ -505,6 +538,8 @@ def scan_source(source: str, tree: ast.Module | None = None) -> ScanResult:
         s.find_capture()
         s.find_warmup()
         s.find_import_work()
+        s.find_autotune()
+        s.find_extensions()
     except (RecursionError, MemoryError, SyntaxError, ValueError) as e:
         return ScanResult(sites=[], compiled={}, entry_is_def=False,
                           error=f"could not scan the source ({type(e).__name__}); suspects are decided from the "

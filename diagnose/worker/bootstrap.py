@@ -22,6 +22,8 @@ if _cfg:
     # inherited that mask, and must take the signal itself
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     _ch.emit("worker_start", stage=_cfg["stage"], child=True)
+    from diagnose.worker import libraries as _libraries
+    _libraries.install(_ch)
 
     import torch
 

@@ -112,8 +112,10 @@ def main(spec_path: str) -> int:
         {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
+    from diagnose.worker import libraries
     from diagnose.worker.state import StateLog
     StateLog(ch, spec["root"], walls["private"]).install()
+    libraries.install(ch)
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
     stacks = os.fdopen(stacks_fd, "w")

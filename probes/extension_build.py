@@ -1,0 +1,111 @@
+"""extension_build: does building a C++/CUDA extension (load_inline, cpp_extension.load) cost the time?
+
+Present when the baseline built one: each build's record (worker/libraries.py) says in which step it ran,
+how long it took, which outputs ninja built and for how long each (nvcc's per-file time), and whether the
+process found another's build lock. The harness's compile step (`python3 submission.py`, 120 s) exists to
+pre-build such extensions: a build that finishes inside it is not the cause, and the stages load it built.
+
+Toggles, where the source has something to take away: the flags that only cost build time (debug info,
+line info, verbose ptxas), and arch flags for GPUs other than the one the run is on (without them torch
+builds for the GPU present).
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from diagnose.edits import apply_edits
+from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+
+INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc) at run time",
+                 "the baseline's load_inline / cpp_extension.load builds (step, seconds, outputs, locks)",
+                 "without flags that only cost build time | for this GPU's architecture only",
+                 describe="a C++/CUDA extension build (ninja, nvcc)", sites=("extension",), needs_baseline=True,
+                 bisect=False, ranks={"only cost build time": 2, "architecture only": 2})
+
+BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
+              "--resource-usage", "-keep", "--keep"}
+ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code")
+
+
+def builds(run) -> list[dict]:
+    """Every build the run's steps made, with the step it ran in."""
+    out = []
+    for st in (run.stages if run else []):
+        for label, step in ((f"{st.name}: compile step", st.compile_step), (f"{st.name} stage", st)):
+            for b in (step.builds if step is not None else []):
+                out.append({**b, "step": label, "killed": step.killed, "limit_s": step.budget_s})
+    return out
+
+
+PAIRED = ("-Xptxas", "-gencode", "--generate-code", "-arch", "-code")
+
+
+def _drop(flags: list[str], unwanted) -> list[str]:
+    """The flags without the unwanted ones; a flag that takes its value as the next word goes with it."""
+    out, i = [], 0
+    while i < len(flags):
+        f = flags[i]
+        if f in PAIRED and i + 1 < len(flags):
+            if not unwanted(f"{f}={flags[i + 1]}"):
+                out += [f, flags[i + 1]]
+            i += 2
+            continue
+        if not unwanted(f):
+            out.append(f)
+        i += 1
+    return out
+
+
+def _slow(f: str) -> bool:
+    return f in BUILD_ONLY
+
+
+def _arch(f: str) -> bool:
+    return f.startswith(ARCH)
+
+
+def edit_flags(source: str, which: str) -> str:
+    unwanted = _slow if which == "slow" else _arch
+    edits = []
+    for s in sites(source, "extension"):
+        for kw, val in s.details["flags"].items():
+            if isinstance(val, list) and any(isinstance(f, str) for f in val):
+                kept = _drop([str(f) for f in val], unwanted)
+                if kept != val:
+                    edits.append((s.details["flag_spans"][kw], repr(kept)))
+    return apply_edits(source, edits)
+
+
+def _has(ctx: PlanContext, unwanted) -> bool:
+    return edit_flags(ctx.source, "slow" if unwanted is _slow else "arch") != ctx.source
+
+
+def plan(ctx: PlanContext) -> Plan:
+    made = builds(ctx.baseline)
+    if not made:
+        return Plan(ABSENT, "the baseline built no C++/CUDA extension")
+    compiled = [b for b in made if b["built"]]
+    outputs = {o["output"]: o["seconds"] for b in compiled for o in b["built"]}
+    slowest = max(outputs.items(), key=lambda kv: kv[1]) if outputs else None
+    desc = "; ".join(f"{b['name']} in the {b['step']}: {float(b['seconds'] or 0):.1f} s" + (
+        ", built " + ", ".join(f"{o['output']} {o['seconds']:.1f} s" for o in b["built"][:4]) if b["built"] else
+        ", nothing to build" if b.get("ok") else (", waiting on another process's build lock when its step ended"
+                                                   if b.get("found_lock") else ", still building when its step ended")
+        if b.get("ok") is None else ", failed") for b in made[:4])
+    evidence = {"builds": [{k: b.get(k) for k in ("name", "step", "seconds", "ok", "found_lock", "killed")}
+                           for b in made[:10]], "slowest_output": slowest}
+    toggles = []
+    if _has(ctx, _slow):
+        toggles.append(Toggle(INFO.name, "without flags that only cost build time", partial(edit_flags, which="slow")))
+    if _has(ctx, _arch):
+        toggles.append(Toggle(INFO.name, "for this GPU's architecture only", partial(edit_flags, which="arch")))
+    prebuilt = [b for b in made if b["step"].endswith("compile step") and b.get("ok") and not b["killed"]]
+    if toggles:
+        return Plan(RUN, desc, toggles, evidence=evidence)
+    if prebuilt and not any(b["built"] for b in made if b["step"].endswith("stage")):
+        b = prebuilt[0]
+        return Plan(NOT_APPLICABLE, f"{desc}: the compile step built it in {b['seconds']:.1f} s of its "
+                                    f"{b['limit_s']:g} s before the stage, which loaded it built; not the cause",
+                    evidence=evidence)
+    return Plan(CANNOT_TOGGLE, f"{desc}; the build has no flags that only cost build time and no arch flags for "
+                               f"other GPUs: its time is the compiler's own", evidence=evidence)
