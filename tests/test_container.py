@@ -60,8 +60,8 @@ def test_an_extension_build_is_each_runs_own_and_the_users_cache_is_untouched(tm
     before = tree(user_home)
     builds = []
     for name in ("first", "second"):
-        res, s, md = diagnose(tmp_path, name, S / "inline_ext.py", "--stages", "compile,test", "--probes", "none",
-                              home=user_home)
+        res, s, md = diagnose(tmp_path, name, S / "inline_ext.py", "--stages", "compile,test", "--probes",
+                              "extension_build", home=user_home)
         assert res.returncode == 0, res.stdout + res.stderr
         test = base(s)["stages"][0]
         step = test["compile_step"]
@@ -74,6 +74,12 @@ def test_an_extension_build_is_each_runs_own_and_the_users_cache_is_untouched(tm
                    if re.search(r"`~/\.cache/torch_extensions/py3\d+\w*_cpu/diagnose_test_silu_mul/` \|", line))
         assert "test: compile step | test stage |" in row
         assert any("ninja" in a for a in step["state"]["spawned"])
+        # the build's own record: made in the compile step, within its limit, so not the cause
+        (built,) = step["builds"]
+        assert built["ok"] and [o["output"] for o in built["built"]][-1].endswith(".so")
+        probe = next(p for p in s["probes"] if p["name"] == "extension_build")
+        assert probe["state"] == "not applicable" and "not the cause" in probe["why"], probe
+        assert "## Extension builds" in md
     assert min(builds) > 3.0, builds                     # a real build, both times
     assert max(builds) / min(builds) < 2.0, builds       # the same cold build, not a warm one the second time
     assert tree(user_home) == before
@@ -91,7 +97,7 @@ def test_a_killed_build_leaves_its_lock_and_the_stage_waits_on_it(tmp_path):
     assert test["compile_step"]["status"] == "timeout" and test["status"] == "timeout"
     assert "file_baton" in test["stacks"]
     top = s["causes"][0]
-    assert top["kind"] == "stale_lock", top
+    assert top["kind"] == "stale_lock" and top["suspects"] == ["extension_build"], top
     assert "killed the compile step before the test stage at its 6 s limit" in top["narrative"], top
     assert "`lock` file stayed in the container" in top["narrative"] and "FileBaton.wait" in md
 

@@ -1,0 +1,145 @@
+"""When the time goes into a library, the mechanism is named: Triton autotuning (recorded data and a real
+@triton.autotune decorator: CI has no GPU), extension builds, import-time work in the submission's own
+statements, recompiles cut off by the deadline, and warmups that reach the kernel through a helper."""
+import ast
+import json
+
+from diagnose.runner.isolate import ChildResult
+from diagnose.runner.timeline import build_stage
+from diagnose.scan import scan_source
+from diagnose.session import Run, Status
+from probes import autotune
+from probes.base import CANNOT_TOGGLE, RUN, PlanContext
+from tests.conftest import FIXTURES, cli
+
+L = FIXTURES / "lib"
+
+KERNEL = '''import torch
+import triton
+import triton.language as tl
+
+
+@triton.autotune(configs=[triton.Config({"BLOCK": b}, num_warps=w, num_stages=s)
+                          for b in (64, 128, 256, 512) for w in (2, 4, 8) for s in (1, 2, 3, 4)],
+                 key=["n"])
+@triton.jit
+def _scale(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(out_ptr + i, tl.load(x_ptr + i, mask=i < n) * 2, mask=i < n)
+
+
+def custom_kernel(data):
+    return data
+'''
+
+
+def _cfg(block, warps, stages):
+    return {"kwargs": {"BLOCK": block}, "num_warps": warps, "num_stages": stages}
+
+
+def _events(t0):
+    """What the worker's autotuner hook sends: two keys, the second cut off by the deadline."""
+    ev, t = [], t0
+    for key, configs, done in (("1024, torch.float32", [(64, 2, 1, 0.5), (128, 4, 2, 0.2), (256, 8, 3, 0.3)], True),
+                               ("4096, torch.float32", [(512, 4, 1, 0.9), (128, 2, 2, 0.7)], False)):
+        for b, w, s, ms in configs:
+            t += 1.5
+            ev.append({"k": "autotune_config", "t": t, "pid": 1, "kernel": "_scale", "file": "/x/submission.py",
+                       "line": 9, "key": key, "config": _cfg(b, w, s), "seconds": 1.5, "ms": ms})
+        if done:
+            ev.append({"k": "autotune_done", "t": t, "pid": 1, "kernel": "_scale", "file": "/x/submission.py",
+                       "line": 9, "key": key, "configs": 48, "seconds": 4.6, "winner": _cfg(128, 4, 2)})
+    return ev
+
+
+def _stage_from(events):
+    child = ChildResult(start_t=events[0]["t"] - 1, wall_s=20.0, killed="deadline", kill_t=events[-1]["t"] + 1,
+                        events=[{"k": "worker_start", "t": events[0]["t"] - 1, "pid": 1, "stage": "test"},
+                                {"k": "begin", "t": events[0]["t"] - 0.5, "pid": 1, "name": "first_call:a"}] + events)
+    return build_stage("test", child, 20.0, "/x/submission.py")
+
+
+def test_the_autotuner_record_is_summed_per_kernel_and_key():
+    st = _stage_from(_events(1000.0))
+    assert st.status == Status.TIMEOUT
+    done, cut = st.autotune
+    assert (done["kernel"], done["key"], done["tried"], done["done"]) == ("_scale", "1024, torch.float32", 3, True)
+    assert done["winner"] == _cfg(128, 4, 2) and abs(done["seconds"] - 4.5) < 1e-6 and done["line"] == 9
+    assert (cut["tried"], cut["done"], cut["winner"]) == (2, False, None)
+    assert cut["best"] == {"config": _cfg(128, 2, 2), "ms": 0.7}      # the fastest it had timed
+    assert not [e for e in st.events if e["k"] == "autotune_config"]    # summed, not kept 200 times over
+
+
+def test_pinning_keeps_only_the_winners_of_a_real_autotune_decorator():
+    st = _stage_from(_events(1000.0))
+    base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[st])
+    plan = autotune.plan(PlanContext(KERNEL, scan_source(KERNEL), gpu=False, baseline=base))
+    assert plan.state == RUN and "5 configs compiled and timed in 7.5 s" in plan.why
+    (toggle,) = plan.toggles
+    assert toggle.label == "autotune pinned to the 2 winning config(s)" and toggle.removes
+    pinned = toggle.apply(KERNEL)
+    tree = ast.parse(pinned)        # still a program
+    dec = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)).decorator_list[0]
+    configs = next(k.value for k in dec.keywords if k.arg == "configs")
+    assert [ast.unparse(c) for c in configs.elts] == [
+        "triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2)",    # the winner of the finished key
+        "triton.Config({'BLOCK': 128}, num_warps=2, num_stages=2)"]    # the best timed of the cut-off key
+    assert "key=['n']" in pinned.replace('"', "'") and "@triton.jit" in pinned
+
+
+def test_configs_by_name_are_pinned_and_an_autotuner_made_by_a_call_cannot_be():
+    base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[_stage_from(_events(1000.0))])
+    named = KERNEL.replace("@triton.autotune(configs=[", "_C = [").replace("                 key=[\"n\"])\n", "")
+    named = named.replace("for s in (1, 2, 3, 4)],", "for s in (1, 2, 3, 4)]\n\n\n@triton.autotune(configs=_C, key=['n'])")
+    plan = autotune.plan(PlanContext(named, scan_source(named), gpu=False, baseline=base))
+    assert plan.state == RUN
+    assert "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4" in plan.toggles[0].apply(named)
+    # the autotuner made by calling triton.autotune(...) on a jitted function: nothing in the source to edit
+    called = KERNEL.replace("@triton.autotune(", "_tune = dict(").replace("@triton.jit\ndef _scale", "def _scale_raw")
+    called += "\n_scale = triton.autotune(**_tune)(triton.jit(_scale_raw))\n"
+    ast.parse(called)
+    plan = autotune.plan(PlanContext(called, scan_source(called), gpu=False, baseline=base))
+    assert plan.state == CANNOT_TOGGLE and "no @triton.autotune" in plan.why, (plan.state, plan.why)
+
+
+def run(tmp_path, sub, *args):
+    out = tmp_path / sub
+    res = cli("run", L / f"{sub}.py", "--out", out, *args)
+    s = json.loads((out / "session.json").read_text())
+    return res, s, {p["name"]: p for p in s["probes"]}
+
+
+def test_a_module_level_loop_is_the_submissions_own_import_work(tmp_path):
+    """L8 is `_TABLE.append(...)`: a builtin's method, inside the submission's own module-level loop."""
+    res, s, probes = run(tmp_path, "import_loop_table", "--stages", "test", "--budget", "4", "--probes", "import_init")
+    assert probes["import_init"]["state"] == "run" and "L7" in probes["import_init"]["why"], probes["import_init"]
+    top = s["causes"][0]
+    assert (top["kind"], top["suspects"]) == ("too_slow", ["import_init"]), top
+    assert not any(c["probe"] == "import_init" for c in s["cleared"])      # deferring moved it: no fix, not cleared
+
+
+def test_a_comprehension_and_a_call_into_torch_are_import_work(tmp_path):
+    res, s, probes = run(tmp_path, "import_torch_work", "--stages", "test", "--budget", "60", "--probes", "import_init")
+    why = probes["import_init"]["why"]
+    assert probes["import_init"]["state"] == "run" and "L7" in why, why     # torch.linalg.eigvals at import
+
+
+def test_a_recompile_cut_off_by_the_deadline_is_evidence_in_both_forms(tmp_path):
+    """dynamic=False with a 4 s backend: the deadline comes while the second shape compiles. Written as a
+    decorator or as torch.compile(...)(fn), the cause is the recompile, fixed by dynamic=True."""
+    for name in ("recompile_cutoff", "recompile_cutoff_call"):
+        res, s, probes = run(tmp_path, name, "--stages", "test", "--budget", "8", "--jobs", "2",
+                             "--probes", "compile_mode,recompile")
+        assert probes["compile_mode"]["state"] == "run", probes["compile_mode"]
+        assert probes["recompile"]["state"] == "run" and "still compiling" in probes["recompile"]["why"], probes
+        top = s["causes"][0]
+        assert top["suspects"] == ["recompile"] and "dynamic=True fixes it" in top["narrative"], (name, top)
+        assert s["fix"]["toggle"] == "dynamic=True", (name, s["fix"]["toggle"])
+
+
+def test_a_warmup_helper_handed_the_kernel_is_a_warmup(tmp_path):
+    res, s, probes = run(tmp_path, "warmup_helper", "--stages", "test", "--budget", "12", "--probes", "warmup")
+    assert probes["warmup"]["state"] == "run" and "L19" in probes["warmup"]["why"], probes["warmup"]
+    top = s["causes"][0]
+    assert top["suspects"] == ["warmup"] and top["changes_outcome"], top
+    assert s["fix"]["toggle"] == "warmup N->1"
