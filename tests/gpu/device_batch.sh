@@ -23,7 +23,9 @@ example() {   # committed example reports: the command that makes each
     named-warmup-capture) echo "run tests/fixtures/gpu/named_warmup_capture.py --stages test --budget 20" ;;
     gpu-hang) echo "run tests/fixtures/gpu/gpu_hang.py --probes none --stages test --budget 25" ;;
     inline-cuda|inline-cuda-again) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none" ;;
-    inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none --compile-budget 20 --budget 45" ;;
+    inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --compile-budget 20 --budget 45" ;;
+    inline-cuda-covered) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --budget 45" ;;
+    triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
   esac
 }
 for part in "$@"; do
