@@ -481,6 +481,18 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
         used = [r for r in runs if verdicts[r.id] == "same"]
         if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
             continue
+        bp = failure_point(base)
+        moved = [r for r in used if bp and failure_point(r) and _later(failure_point(r), bp)]
+        if moved and BY_NAME[probe].INFO.moves_work:
+            # the failure came back later, where the moved work now runs: that work is part of it, and
+            # moving it is no fix; neither cleared nor a cause of its own
+            r = moved[0]
+            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
+                probe=probe, evidence=[base.id, r.id],
+                reason=f"{r.toggle}: {r.id} then failed the same way later, in {r.failed_stage.name}/"
+                       f"{r.failed_stage.phase}, where the moved work ran: moving it is no fix, and it does not "
+                       f"clear {BY_NAME[probe].INFO.describe}")]
+            continue
         conf = all(effective(session, r).confirmed for r in used + [base])
         skipped = [r.toggle for r in runs if r not in used]
         note = f" ({', '.join(skipped)} tested nothing: see inconclusive)" if skipped else ""
