@@ -481,6 +481,13 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
         used = [r for r in runs if verdicts[r.id] == "same"]
         if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
             continue
+        info = BY_NAME[probe].INFO
+        if info.seen is not None and not info.seen(base):
+            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
+                probe=probe, evidence=[base.id] + [r.id for r in used],
+                reason=f"{', '.join(r.toggle for r in used)}: {base.id} failed before it showed "
+                       f"{info.describe} at all, so the toggle had nothing to remove; this says nothing about it")]
+            continue
         bp = failure_point(base)
         moved = [r for r in used if bp and failure_point(r) and _later(failure_point(r), bp)]
         if moved and BY_NAME[probe].INFO.moves_work:

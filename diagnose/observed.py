@@ -37,6 +37,11 @@ def compile_calls(run: Run | None) -> list[dict]:
     return out
 
 
+def frames_compiled(run: Run | None) -> bool:
+    """Did torch.compile compile anything in the run's stages (not merely wrap a function)?"""
+    return any(st.compile for st in _stages(run))
+
+
 def compiled(run: Run | None) -> bool:
     return any(st.compile for st in _stages(run)) or bool(compile_calls(run))
 

@@ -69,6 +69,9 @@ class ProbeInfo:
     # Its toggle moves work rather than removing it (deferring import work to the first call): a variant
     # that then fails the same way at a later stage has moved the failure, not fixed it.
     moves_work: bool = False
+    # Whether a run shows the mechanism its toggle removes (a frame compiled, a capture made). A toggle run
+    # against a baseline that never showed it had nothing to remove: it clears nothing.
+    seen: Callable[[Run], bool] | None = None
 
 
 def sites(source: str, suspect: str):

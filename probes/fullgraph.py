@@ -12,7 +12,8 @@ from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile",
                  "compile calls of the baseline with fullgraph=True; before it ran, the compile sites in the source",
                  "fullgraph=True -> False", describe="fullgraph=True", sites=("compile",),
-                 requires=("compile_mode",))
+                 requires=("compile_mode",),
+                 seen=observed.frames_compiled)
 
 
 def off(source: str) -> str:

@@ -19,7 +19,8 @@ INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions"
                  "functions they reach (static scan)",
                  "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside",
                  describe="an outer CUDA graph capture around a compiled function", sites=("capture",),
-                 requires=("compile_mode",))
+                 requires=("compile_mode",),
+                 seen=lambda run: observed.outer_captures(run) > 0)
 
 HELPER = '''
 

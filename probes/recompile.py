@@ -15,7 +15,8 @@ from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 INFO = ProbeInfo("recompile", "recompiles per new shape or value",
                  "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True",
                  describe="recompiling for every new shape or value", sites=("compile",), needs_baseline=True,
-                 ranks={"dynamic=True": 3}, requires=("compile_mode",))
+                 ranks={"dynamic=True": 3}, requires=("compile_mode",),
+                 seen=lambda run: bool(observed.recompile_records(run)))
 
 
 def recompiles(run) -> list[dict]:

@@ -44,7 +44,8 @@ def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, lock_w
 
 def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_us=None, variant=None, sha=None,
         fail_at=None, site=None, role=None, watched=(), reached=None, delay=0.0, overlapped=(), budgets=None,
-        exception=None, **switches):
+        exception=None, seen=True, **switches):
+    """seen: its stages show the mechanisms SOURCE has (a compile, a capture), as a run of it would."""
     stages = []
     reached = list(watched) if reached is None else list(reached)
     budgets = budgets or BUDGETS
@@ -57,6 +58,12 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
             break
         stages.append(stage(name, per_call_us=per_call_us, **common))
     role = role or (Role.BASELINE if probe is None else Role.SINGLE)
+    if seen and stages and probe is None:
+        # what SOURCE does when it runs: a frame compiled at import, an outer capture in the first call
+        first = stages[0]
+        first.compile = first.compile or [{"compile_id": "0/0", "phase": "submission_import", "duration_us": 0}]
+        first.captures = first.captures or [{"origin": "outer", "phase": "first_call:256x512x256", "start_s": 3.5,
+                                             "end_s": None}]
     return Run(id=rid, probe=probe, toggle=toggle, outcome=Status(outcome), stages=stages, role=role,
                variant=variant if variant is not None else (None if probe is None else f"--- a\n+++ b\n-{rid}\n"),
                source_sha=sha or rid, switches=switches, watched=list(watched))

@@ -62,3 +62,16 @@ def test_a_busy_host_does_not_change_the_top_cause(tmp_path):
     assert s["causes"][0]["suspects"] == ["warmup"] and s["causes"][0]["changes_outcome"]
     assert any(w["kind"] == "host_busy" for w in s["warnings"]), s["warnings"]
     assert "host was busy" in (out / "report.md").read_text()
+
+
+def test_a_compile_that_never_happened_is_not_cleared(tmp_path):
+    """The import times out before anything is compiled: compile off changes nothing, and that says nothing
+    about compiling. Not 'verified not the cause': inconclusive, with the reason."""
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "lib" / "compile_never_ran.py", "--stages", "test", "--budget", "8", "--jobs", "2",
+              "--probes", "compile_mode", "--out", out)
+    s = session(out)
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout"
+    assert not any(c["probe"] == "compile_mode" for c in s["cleared"]), s["cleared"]
+    inc = next(i for i in s["inconclusive"] if i["probe"] == "compile_mode")
+    assert "nothing to remove" in inc["reason"], inc
