@@ -252,8 +252,10 @@ def report(
     session_file: Path = typer.Argument(..., metavar="SESSION_JSON", show_default=False,
                                         help="A session.json written by `diagnose run`."),
     fmt: str = typer.Option("md", "--format", "-f", metavar="FORMAT", help="md | json | trace"),
+    audit: bool = typer.Option(False, "--audit", help="Check every conclusion against the session's own runs "
+                                                      "instead: exit 1 naming each one they cannot bear."),
 ):
-    """Re-render a saved session offline (no run)."""
+    """Re-render a saved session offline (no run), or audit its conclusions (--audit)."""
     from diagnose.renderers import RENDERERS
     from diagnose.session import Session
     if fmt not in RENDERERS:
@@ -273,6 +275,14 @@ def report(
     except (ValueError, TypeError, KeyError) as e:
         raise BadInput(f"{session_file}: a diagnose session this version cannot read: "
                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if audit:
+        from diagnose.audit import audit as audit_session
+        findings = audit_session(session)
+        for f in findings:
+            out.print(escape(f"unsupported: {f}"))
+        out.print(f"{len(findings)} unsupported claim(s)" if findings else
+                  "every claim is supported by the session's runs")
+        raise typer.Exit(1 if findings else 0)
     sys.stdout.write(RENDERERS[fmt](session))
 
 

@@ -369,6 +369,16 @@ class Engine:
             self.save()
             return st is not None and st.status == Status.OK
         werr = next((e for e in st.events if e["k"] == "worker_error"), None)
+        missing = _missing_package(werr, self.opts.problem)
+        if missing:      # a package of the problem's own that this machine lacks: it cannot judge, the folder is fine
+            self.session.verdict = Verdict(
+                Status.NEEDS_GPU, stage="reference", phase=st.phase,
+                message=f"this machine cannot judge the problem: its reference imports '{missing}', which is not "
+                        f"installed here", note=f"install '{missing}' (the problem's own dependency), or run it on "
+                                                f"the machine the problem is set for", runs=[ref.id])
+            self.session.complete = True
+            self.save()
+            return False
         if werr and st.status != Status.NEEDS_GPU and any(p.name == "reference_import" and not p.ok for p in st.phases):
             self._quiet = True       # a bad folder leaves no report behind
             raise BadInput(f"{self.opts.problem}/reference.py: fails to import: {werr['type']}: "
@@ -470,6 +480,22 @@ class Engine:
             if n not in kept:
                 source = removers[n].apply(source)
         return source
+
+
+def _missing_package(werr: dict | None, problem: str) -> str | None:
+    """The third-party package a reference failed to import, when it is not a file of the problem folder."""
+    import re
+    from pathlib import Path
+    if not werr or werr.get("type") != "ModuleNotFoundError":
+        return None
+    m = re.search(r"No module named '([^']+)'", werr.get("message", ""))
+    if not m:
+        return None
+    top = m.group(1).split(".")[0]
+    d = Path(problem) if problem else None
+    if d is not None and ((d / f"{top}.py").exists() or (d / top).is_dir()):
+        return None
+    return top
 
 
 def _state_notes(s: Session) -> None:

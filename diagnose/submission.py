@@ -65,7 +65,9 @@ def load_submission(path: str | Path) -> Submission:
         raise BadInput(f"{p}: the file is empty; it must define {ENTRY}(data)")
     try:
         tree = ast.parse(source, filename=str(p))
-        compile(tree, str(p), "exec", dont_inherit=True)   # what parsing alone lets through ('return' outside a def)
+        # what parsing alone lets through (a return outside a def); from the text, as python3 compiles it: an AST
+        # object goes through a validator whose recursion limit a long one-line sum exceeds
+        compile(source, str(p), "exec", dont_inherit=True)
     except SyntaxError as e:
         raise BadInput(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except (RecursionError, MemoryError, ValueError) as e:

@@ -52,6 +52,38 @@ def no_process_left():
     assert not left, f"processes left alive: {[(p.pid, p.cmdline()[:4]) for p in left]}"
 
 
+def _audit_sessions(root: Path) -> list[str]:
+    """Every claim of every session.json under root, checked against that session's own runs."""
+    import json
+
+    from diagnose.audit import audit
+    from diagnose.session import Session
+    out = []
+    for f in sorted(root.rglob("session.json")):
+        try:
+            s = Session.from_dict(json.loads(f.read_text()))
+        except (ValueError, OSError):
+            continue      # half-written or not ours: the test that wrote it says what it expects
+        out += [f"{f}: {x}" for x in audit(s)]
+    return out
+
+
+@pytest.fixture(autouse=True)
+def audited(tmp_path):
+    """No test may produce a session with a claim its runs cannot bear (diagnose report --audit)."""
+    yield
+    bad = _audit_sessions(tmp_path)
+    assert not bad, "unsupported claims:\n" + "\n".join(bad)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def audited_everywhere(tmp_path_factory):
+    """The same over every directory any test made, module-scoped ones included (the hostile suite's)."""
+    yield
+    bad = _audit_sessions(tmp_path_factory.getbasetemp())
+    assert not bad, "unsupported claims:\n" + "\n".join(bad)
+
+
 def cli(*args, timeout=600, env=None, cwd=None) -> subprocess.CompletedProcess:
     """Run `python -m diagnose ARGS` as a user would."""
     e = {**os.environ, "PYTHONPATH": str(ROOT), **(env or {})}

@@ -31,6 +31,7 @@ CASES = [
     ("os_exit_at_import.py", "crash", "test", "exit code 3", None, False),
     ("loop_at_import.py", "timeout", "test", "budget", "IMPORT-LOOP", True),
     ("segfault_at_import.py", "crash", "test", "signal SIGSEGV", "SEGV-LINE", False),
+    ("segfault_own_faulthandler.py", "crash", "test", "signal SIGSEGV", "SEGV-LINE", False),
     ("sigkill_self.py", "crash", "test", "signal SIGKILL", None, False),
     ("sleep_in_c.py", "timeout", "test", "budget", "SLEEP-LINE", False),
     ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE", False),

@@ -92,7 +92,13 @@ def _verdict(s: Session) -> list[str]:
     out = ["## Verdict", ""]
     if not s.complete:
         out += ["**Incomplete diagnosis.** It was interrupted or failed part-way; what follows is what finished.", ""]
-    if v.status == Status.OK:
+    if v.status == Status.OK and s.harness.get("cpu_only"):
+        base = s.baseline
+        took = "; ".join(f"{m['stage']} {m['measured_s']:.1f} s measured" + (
+            f", {m['seconds']:.1f} s predicted" if m["predicted"] else "") for m in summary.margins(base)) if base else ""
+        out += [f"Every stage passed its checks ({took}). On a CPU these times are shown, not judged against the "
+                f"budget: they say nothing about a GPU's.", ""]
+    elif v.status == Status.OK:
         base = s.baseline
         marg = "; ".join(f"{m['stage']} {m['seconds']:.1f} s of {m['budget_s']:.0f} s"
                          for m in summary.margins(base)) if base else ""

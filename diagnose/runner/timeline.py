@@ -375,7 +375,8 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         st.status = Status.OK
     else:
         st.status, st.phase = Status.CRASH, innermost_open
-        st.site = stack_site(child.stacks, submission_file)
+        # a submission that enabled faulthandler itself sends the fatal-signal dump to stderr, not to us
+        st.site = stack_site(child.stacks, submission_file) or stack_site(child.stderr_tail, submission_file)
         st.message = f"the process ended ({how}) {_where(st.phases, innermost_open)} without finishing the stage"
     if st.anomalies and st.status == Status.OK:
         st.message = "the tool's event channel carried events the worker did not send (see anomalies)"

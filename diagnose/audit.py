@@ -1,0 +1,148 @@
+"""The audit: every conclusion of a session checked against the session's own raw runs. Pure.
+
+A session states a verdict, causes, suspects cleared, suspects left inconclusive, and a fix. Each names the
+runs behind it. The audit re-derives what those runs can support and names every statement they cannot,
+with the rule it breaks and what is missing. `diagnose report SESSION --audit` exits non-zero when one is
+found; the test suite audits every session any test writes.
+
+Rules (the ids are stable: they are what a finding is reported under):
+  verdict-runs     the verdict's runs exist, and its status is what they ended with
+  ok-finished      OK needs every planned stage of the baseline to have finished, none interrupted
+  claim-runs       every cause, cleared suspect and fix names runs that exist and ran
+  cleared-acted    "not the cause" needs its toggle to have run its edit and the baseline to have shown the
+                   mechanism the toggle removes; a failure that only moved later clears nothing
+  cleared-blamed   a suspect is never both a cause and cleared
+  cleared-site     a cleared suspect's own source lines never hold the verdict's site
+  high-confirmed   confidence "high" needs confirmed runs
+  fix-passes       a fix's run passed every stage the baseline was given
+  fix-cause        without a steady state to choose by, the fix is a toggle of the top cause's suspect when
+                   one of those passed
+  cpu-not-judged   without a GPU, no stage is at risk from a predicted time
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.session import FAILURES, NO_EVIDENCE, Run, Session, Status
+
+RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
+         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged")
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    claim: str          # the statement, as the report makes it
+    missing: str        # what the runs do not show
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.claim}: {self.missing}"
+
+
+def _ran(r: Run | None) -> bool:
+    return r is not None and bool(r.stages) and r.outcome not in NO_EVIDENCE
+
+
+def _verdict(s: Session) -> list[Finding]:
+    out, v = [], s.verdict
+    if v.status in (Status.INCOMPLETE, Status.INTERRUPTED, Status.NEEDS_GPU):
+        return out      # says that nothing can be concluded here, and why
+    base = s.baseline
+    claim = f"verdict {v.status}"
+    if base is None or base.id not in v.runs and not any(s.run(r) for r in v.runs):
+        return [Finding("verdict-runs", claim, "no baseline run stands behind it")]
+    if v.status == Status.OK:
+        planned = list(s.harness.get("stages") or [])
+        runs = [s.run(r) for r in v.runs if s.run(r)]
+        done = {st.name for r in runs for st in r.stages if st.status in (Status.OK, Status.AT_RISK)}
+        missing = [n for n in planned if n not in done]
+        if missing or any(st.status == Status.INTERRUPTED for r in runs for st in r.stages):
+            out.append(Finding("ok-finished", claim, f"the stages {', '.join(missing) or '(interrupted)'} never "
+                                                     f"finished in {', '.join(v.runs)}"))
+    elif v.status in FAILURES:
+        ended = [st for rid in v.runs if s.run(rid) for st in s.run(rid).stages if st.status == v.status]
+        if not ended:
+            out.append(Finding("verdict-runs", claim, f"no stage of {', '.join(v.runs)} ended {v.status}"))
+    return out
+
+
+def _claims(s: Session) -> list[Finding]:
+    out = []
+    for c in s.causes:
+        for rid in c.evidence:
+            if not _ran(s.run(rid)):
+                out.append(Finding("claim-runs", f"cause {c.rank} ({' × '.join(c.suspects) or c.kind})",
+                                   f"its run {rid} is missing or says nothing (not run, interrupted)"))
+        if str(c.confidence) == "high" and not c.confirmed:
+            out.append(Finding("high-confirmed", f"cause {c.rank} at confidence high", "its runs are unconfirmed"))
+    for c in s.cleared:
+        for rid in c.evidence:
+            if not _ran(s.run(rid)):
+                out.append(Finding("claim-runs", f"{c.probe} is not the cause", f"its run {rid} is missing or "
+                                                                               f"says nothing"))
+    if s.fix and not _ran(s.run(s.fix.run)):
+        out.append(Finding("claim-runs", f"fix {s.fix.toggle}", f"its run {s.fix.run} is missing or says nothing"))
+    return out
+
+
+def _cleared(s: Session) -> list[Finding]:
+    from probes import BY_NAME
+    out, base = [], s.baseline
+    blamed = {p for c in s.causes for p in c.suspects}
+    site = (s.verdict.site or {}).get("line")
+    kinds_at = {}
+    for x in s.scan:
+        kinds_at.setdefault(x["suspect"], []).append((x["line"], x.get("end_line", x["line"])))
+    for c in s.cleared:
+        claim = f"{c.probe} is not the cause"
+        if c.probe in blamed:
+            out.append(Finding("cleared-blamed", claim, "the same suspect is named as a cause"))
+        mod = BY_NAME.get(c.probe)
+        info = mod.INFO if mod else None
+        if info is not None and info.seen is not None and base is not None and not info.seen(base):
+            out.append(Finding("cleared-acted", claim, f"the baseline never showed {info.describe}, so there was "
+                                                       f"nothing for the toggle to remove"))
+        for rid in c.evidence:
+            r = s.run(rid)
+            if r is None or r is base:
+                continue
+            if r.exercised is False:
+                out.append(Finding("cleared-acted", claim, f"{rid} never executed its edited lines"))
+            if base is not None and info is not None and info.moves_work and r.failed_stage and base.failed_stage:
+                from diagnose.bisector import _later, failure_point
+                if _later(failure_point(r), failure_point(base)):
+                    out.append(Finding("cleared-acted", claim, f"{rid} failed later, where the moved work ran: "
+                                                               f"the work moved, it did not go"))
+        if site and info is not None and any(a <= site <= b for k in info.sites for a, b in kinds_at.get(k, [])):
+            out.append(Finding("cleared-site", claim, f"the verdict's own line {site} is one of its sites"))
+    return out
+
+
+def _fix(s: Session) -> list[Finding]:
+    out, base, f = [], s.baseline, s.fix
+    if f is None or base is None:
+        return out
+    r = s.run(f.run)
+    wanted = [st.name for st in base.stages]
+    if r is None or [st.name for st in r.stages] != wanted or any(st.status != Status.OK for st in r.stages):
+        out.append(Finding("fix-passes", f"fix {f.toggle}", f"{f.run} did not pass every stage the baseline was "
+                                                           f"given ({', '.join(wanted)})"))
+    top = s.causes[0] if s.causes else None
+    if f.steady_us is None and top and top.suspects and f.probe not in top.suspects:
+        rivals = [x.run for x in f.costs if x.probe in top.suspects]
+        if rivals:
+            out.append(Finding("fix-cause", f"fix {f.toggle}", f"no steady state chose it, and {rivals[0]}, a "
+                                                               f"toggle of the top cause, passed too"))
+    return out
+
+
+def _cpu(s: Session) -> list[Finding]:
+    if not s.harness.get("cpu_only"):
+        return []
+    return [Finding("cpu-not-judged", f"{r.id} {st.name} at risk", "a CPU prediction was judged against a budget")
+            for r in s.runs for st in r.stages if st.status == Status.AT_RISK]
+
+
+def audit(s: Session) -> list[Finding]:
+    """Every statement of the session that its runs cannot bear."""
+    return _verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s)

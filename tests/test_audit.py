@@ -1,0 +1,106 @@
+"""The audit catches every rule when it is broken: hand-edited sessions, each breaking one rule of a
+session that passes. (Every session a test writes is audited by conftest's `audited` fixture.)"""
+import copy
+import json
+
+import pytest
+
+from diagnose.audit import RULES, audit
+from diagnose.session import Cause, Cleared, Confidence, Status
+
+from tests.conftest import cli
+from tests.test_renderers import healthy_session, interaction_session
+
+
+def rules(s) -> set[str]:
+    return {f.rule for f in audit(s)}
+
+
+def test_sessions_the_tool_concludes_pass():
+    assert audit(interaction_session()) == [] and audit(healthy_session()) == []
+
+
+def _broken():
+    """(rule, session breaking only it) for every rule."""
+    out = []
+
+    s = interaction_session()
+    s.verdict.status = Status.TIMEOUT       # the runs crashed
+    out.append(("verdict-runs", s))
+
+    s = healthy_session()
+    s.runs[0].stages[-1].status = Status.INTERRUPTED
+    out.append(("ok-finished", s))
+
+    s = interaction_session()
+    s.causes[0].evidence.append("r99")
+    out.append(("claim-runs", s))
+
+    s = interaction_session()
+    warm = next(c for c in s.cleared if c.probe == "warmup")
+    s.run(warm.evidence[1]).watched, s.run(warm.evidence[1]).stages[0].reached = [8], []
+    out.append(("cleared-acted", s))
+
+    s = interaction_session()
+    s.cleared.append(Cleared(probe="graph_capture", toggles=["capture off"], outcome=Status.CRASH,
+                             narrative="capture off: still crash", evidence=["r0", "r1"]))
+    out.append(("cleared-blamed", s))
+
+    s = interaction_session()
+    s.verdict.site = {**s.verdict.site, "line": 8}     # the warmup loop's own line, and warmup is cleared
+    out.append(("cleared-site", s))
+
+    s = interaction_session()
+    s.causes[0].confirmed, s.causes[0].confidence = False, Confidence.HIGH
+    out.append(("high-confirmed", s))
+
+    s = interaction_session()
+    s.run(s.fix.run).stages[-1].status = Status.TIMEOUT
+    out.append(("fix-passes", s))
+
+    s = interaction_session()
+    top = s.causes[0]
+    s.fix.steady_us, s.fix.probe = None, "fullgraph"
+    s.fix.costs = [c for c in s.fix.costs] + [copy.copy(s.fix.costs[0])]
+    s.fix.costs[-1].probe = top.suspects[0]
+    out.append(("fix-cause", s))
+
+    s = healthy_session()
+    s.harness["cpu_only"] = True
+    s.runs[0].stages[-1].status = Status.AT_RISK
+    out.append(("cpu-not-judged", s))
+    return out
+
+
+@pytest.mark.parametrize("rule,s", _broken(), ids=[r for r, _ in _broken()])
+def test_each_rule_is_caught_when_broken(rule, s):
+    assert rule in rules(s), [str(f) for f in audit(s)]
+
+
+def test_every_rule_has_a_case():
+    assert sorted(r for r, _ in _broken()) == sorted(RULES)
+
+
+def test_a_compile_that_never_happened_cannot_clear_compile_mode():
+    s = interaction_session()
+    s.runs[0].stages[0].compile = []
+    s.cleared.append(Cleared(probe="compile_mode", toggles=["compile off"], outcome=Status.CRASH,
+                             narrative="compile off: still crash", evidence=["r0", "r2"]))
+    s.causes = [Cause(rank=1, suspects=["graph_capture"], kind="mechanism", narrative="", confidence=Confidence.HIGH,
+                      changes_outcome=True, evidence=["r0", "r1"])]
+    found = [f for f in audit(s) if f.rule == "cleared-acted"]
+    assert found and "nothing for the toggle to remove" in found[0].missing
+
+
+def test_report_audit_exits_by_what_it_finds(tmp_path):
+    good, bad = tmp_path / "good-session.json", tmp_path / "bad-session.json"
+    good.write_text(interaction_session().to_json())
+    s = interaction_session()
+    s.verdict.status = Status.TIMEOUT
+    bad.write_text(s.to_json())
+    ok = cli("report", good, "--audit")
+    assert ok.returncode == 0 and "every claim is supported" in ok.stdout, ok.stdout + ok.stderr
+    no = cli("report", bad, "--audit")
+    assert no.returncode == 1 and "[verdict-runs] verdict timeout" in no.stdout, no.stdout + no.stderr
+    assert json.loads(bad.read_text())["verdict"]["status"] == "timeout"
+
