@@ -42,8 +42,9 @@ def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():
     about 7 s of a 12 s budget. B is paused while A times, and must still pass, charged only for its own time."""
     task = load_task(None, "fp8-dual-gemm", small=True)
     budgets = {**stage_budgets(60, {}), "test": 12.0}
+    # no compile step: B's stage itself must overlap A's timing sections
     settings = RunSettings(task=task, stages=["test", "benchmark"], budgets=budgets, sample_repeats=2,
-                           sample_seconds=0.5)
+                           sample_seconds=0.5, compile_step=False)
     timing = threading.Event()
 
     def watch(run, stage, ev):

@@ -89,9 +89,17 @@ def test_a_reference_that_needs_cuda_cannot_be_judged_on_a_cpu(tmp_path):
     assert [r["role"] for r in s["runs"]] == ["reference"]       # no stage of the submission ran
 
 
+def test_a_package_this_machine_lacks_is_exit_3_naming_it(tmp_path):
+    """Not bad input: the folder is fine, this machine cannot judge it."""
+    res, s = run(tmp_path, "double_ok.py", "needs_package", "--stages", "test")
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "'package_not_installed_here', which is not installed here" in s["verdict"]["message"]
+    assert [r["role"] for r in s["runs"]] == ["reference"]
+
+
 @pytest.mark.parametrize("problem,fragment", [
     ("broken_files", "../common/eval_missing.py (as eval.py) does not exist"),
-    ("broken_import", "fails to import: ModuleNotFoundError: No module named 'no_such_helpers'"),
+    ("broken_import", "fails to import: ModuleNotFoundError: No module named 'helpers_not_listed'"),
     ("princeton", "it defines generate_inputs"),
 ])
 def test_broken_folders_are_bad_input(tmp_path, problem, fragment):
