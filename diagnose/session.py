@@ -145,6 +145,9 @@ class StageResult:
     # {name, seconds, ok, built: [{output, seconds}], found_lock, sources, cflags, cuda_cflags}
     autotune: list = field(default_factory=list)
     builds: list = field(default_factory=list)
+    # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
+    # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
+    numerics: dict = field(default_factory=dict)
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
 

@@ -113,7 +113,24 @@ def verdict(session, interrupted: bool = False) -> Verdict:
     return _failure_verdict(session, base, st, runs=[base.id], confirmed=eff.confirmed, note=eff.note)
 
 
+def wrong_by(st: StageResult) -> str:
+    """A wrong output in numbers, from the worker's comparison with the reference's own output."""
+    x = (st.numerics or {}).get("stats")
+    if not x or x.get("max_abs") is None:
+        return ""
+    tol = " ".join(f"{k}={x[k]:g}" for k in ("rtol", "atol") if x.get(k) is not None)
+    out = f"max abs error {x['max_abs']:.3g}, max rel error {x['max_rel']:.3g}"
+    if x.get("outside") is not None:
+        out += f"; {x['outside']:,} of {x['elements']:,} elements outside {tol or 'the tolerance'}"
+    if x.get("worst"):
+        w = x["worst"][0]
+        out += f"; worst at {w['index']}: got {w['got']:.8g}, expected {w['expected']:.8g}"
+    return out
+
+
 def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:
+    if st.status == Status.WRONG and wrong_by(st):
+        kw["note"] = "; ".join(filter(None, [kw.get("note"), wrong_by(st)]))
     site = None
     if st.site:
         site = {"file": session.submission.get("path"), "line": st.site["line"],

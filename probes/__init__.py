@@ -4,7 +4,7 @@ Probes that can change the outcome (a crash, a hang) come first, so an interrupt
 the most useful evidence. Adding a suspect means adding a module and an entry here.
 """
 from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, import_init,
-                    recompile, warmup)
+                    numerics, recompile, warmup)
 
 REGISTRY = [
     graph_capture,   # outer capture around compiled functions: crashes and hangs
@@ -15,6 +15,7 @@ REGISTRY = [
     autotune,        # Triton autotuning at run time: time (needs the baseline)
     extension_build,  # C++/CUDA extension builds: time, a build lock a killed step left (needs the baseline)
     import_init,     # work at import: time, paid again by every stage's process
+    numerics,        # a wrong result under other numeric settings than the reference's (needs the baseline)
     cache,           # cold versus warm compile cache: evidence of compile cost, never a fix
 ]
 BY_NAME = {m.INFO.name: m for m in REGISTRY}

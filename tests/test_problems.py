@@ -108,3 +108,21 @@ def test_broken_folders_are_bad_input(tmp_path, problem, fragment):
     lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
     assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.stderr
     assert "Traceback" not in res.stderr and not (out / "session.json").exists()
+
+
+@pytest.mark.parametrize("problem", ["precise", "precise_eval"])
+def test_a_wrong_result_says_how_wrong_and_the_reference_settings_alone_fix_it(tmp_path, problem):
+    """The reference computes with float64 as its default dtype; the submission leaves torch's float32. The
+    verdict carries the errors against the tolerance; the numerics probe sets the reference's settings in the
+    submission, and that alone passes. In both the worker's own model and a folder's evaluator (whose pool
+    worker does the check)."""
+    res, s = run(tmp_path, "running_sum.py", problem, "--stages", "test", "--probes", "numerics")
+    assert res.returncode == 1, res.stdout + res.stderr
+    v = s["verdict"]
+    assert v["status"] == "wrong" and "outside rtol=1e-06 atol=1e-06" in v["note"] and "worst at [" in v["note"], v
+    test = base_stage(s, "test")
+    assert test["numerics"]["reference"]["default_dtype"] == "float64"
+    assert test["numerics"]["submission"]["default_dtype"] == "float32"
+    top = s["causes"][0]
+    assert top["suspects"] == ["numerics"] and top["changes_outcome"], top
+    assert "torch.set_default_dtype(torch.float64)" in s["fix"]["diff"]

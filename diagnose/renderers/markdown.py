@@ -319,6 +319,15 @@ def _failure(s: Session) -> list[str]:
                      f"{st.exception.get('type')}: {(st.exception.get('message') or '').strip()[:2000]}")
         out += ["", "<details><summary>Full traceback</summary>", "", *fence(
             (st.exception.get("traceback") or "").rstrip()[-6000:]), "", "</details>", ""]
+    x = (st.numerics or {}).get("stats")
+    if x and x.get("worst"):
+        out += [f"Against the reference's own output ({st.numerics.get('case')}): {summary.wrong_by(st)}.", "",
+                "| index | got | expected |", "|---|---|---|"]
+        out += [f"| {w['index']} | {w['got']} | {w['expected']} |" for w in x["worst"]] + [""]
+    ref, sub = (st.numerics or {}).get("reference"), (st.numerics or {}).get("submission")
+    if ref and sub and ref != sub:
+        out += ["Numeric settings while each side computed: " + "; ".join(
+            f"{k}: reference {ref[k]}, submission {sub.get(k)}" for k in ref if ref[k] != sub.get(k)) + ".", ""]
     if st.stacks:
         site = s.verdict.site
         hl = f" Innermost submission frame: line {site['line']} {code_span(site['code'])}." if site else ""

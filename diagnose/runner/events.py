@@ -49,6 +49,7 @@ SHAPES: dict[str, dict[str, tuple]] = {
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "extension_build": {"name": (str,), "seconds": NUM},
     "extension_build_start": {"name": (str,)},
+    "wrong_detail": {},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)

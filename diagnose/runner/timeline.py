@@ -287,6 +287,9 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                      events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
     st.state = _state(ev)
     _libraries(st, ev, submission_file, t_last)
+    detail = next((e for e in ev if e["k"] == "wrong_detail"), None)
+    if detail:
+        st.numerics = {k: detail.get(k) for k in ("case", "stats", "reference", "submission")}
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)

@@ -43,18 +43,28 @@ def _wrap_generate(fn, ins, state: _State):
     return generate_input
 
 
-def _wrap_check(fn, ins, state: _State):
+def _wrap_check(fn, ins, state: _State, num):
     @functools.wraps(fn)
     def check_implementation(*args, **kwargs):
         name = state.once("check")
         if name is None or ins.ch.phases:
-            return fn(*args, **kwargs)
-        with ins.phase(name, sync=False):
-            return fn(*args, **kwargs)
+            res = fn(*args, **kwargs)
+        else:
+            with ins.phase(name, sync=False):
+                res = fn(*args, **kwargs)
+        if len(args) >= 2 and not _passed(res):
+            num.submission()
+            num.wrong(fn, args[0], args[1], state.label or "case")
+        return res
     return check_implementation
 
 
-def _wrap_kernel(fn, ins, state: _State, guard):
+def _passed(res) -> bool:
+    from diagnose.worker.stages import verdict_of
+    return verdict_of(res)[0]
+
+
+def _wrap_kernel(fn, ins, state: _State, guard, num):
     @functools.wraps(fn)
     def custom_kernel(*args, **kwargs):
         name = state.once("first_call")
@@ -62,6 +72,7 @@ def _wrap_kernel(fn, ins, state: _State, guard):
             return fn(*args, **kwargs)
         with ins.phase(name, case=state.label):
             out = fn(*args, **kwargs)
+        num.submission()
         guard.verify(f"after {name}")    # once per shape, outside the evaluator's timed calls
         return out
     return custom_kernel
@@ -85,15 +96,17 @@ class _Loader(importlib.abc.Loader):
                 exec(code, module.__dict__)
             h.guard.verify("after the submission's import")
             if callable(getattr(module, "custom_kernel", None)):
-                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard)
+                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard, h.num)
             return
         self.inner.exec_module(module)
+        if self.name == "reference":
+            h.num.reference(module)
         if callable(getattr(module, "generate_input", None)):
             h.judges["generate_input"] = module.generate_input
             module.generate_input = _wrap_generate(module.generate_input, h.ins, h.state)
         if callable(getattr(module, "check_implementation", None)):
             h.judges["check_implementation"] = module.check_implementation
-            module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state)
+            module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state, h.num)
         h.guard.watch_module(self.name)
 
 
@@ -109,8 +122,10 @@ class Hooks(importlib.abc.MetaPathFinder):
     NAMES = ("reference", "submission")
 
     def __init__(self, ins, guard):
+        from diagnose.worker.numerics import Watch
         self.ins, self.state, self.guard = ins, _State(), guard
         self.judges: dict = {}
+        self.num = Watch(ins.ch, ins.torch)
 
     def install(self) -> None:
         sys.meta_path.insert(0, self)

@@ -16,6 +16,7 @@ import math
 import sys
 
 TOP = 3
+_SETTERS = ("set", "get", "use_deterministic", "are_deterministic", "setprofile", "getprofile")
 
 
 def read(torch) -> dict:
@@ -42,18 +43,20 @@ class Settings:
         def watched(*args, **kwargs):
             if me.seen is not None:
                 return fn(*args, **kwargs)      # the first call says it; the rest run untouched
-            seen = read(torch)
+            entry, at_work = read(torch), {}
 
             def prof(frame, event, arg):
-                if event == "c_call":
-                    seen.update(read(torch))
+                # the settings as they stand when the function computes: at each call into a builtin that
+                # is not itself a setting's getter or setter (a context's __exit__ restores them after)
+                if event == "c_call" and not getattr(arg, "__name__", "").lstrip("_").startswith(_SETTERS):
+                    at_work.update(read(torch))
             old = sys.getprofile()
             sys.setprofile(prof)
             try:
                 return fn(*args, **kwargs)
             finally:
                 sys.setprofile(old)
-                me.seen = seen
+                me.seen = at_work or entry
         return watched
 
 
@@ -117,3 +120,37 @@ def _unravel(i: int, shape: list[int]) -> list[int]:
         out.append(i % d if d else 0)
         i = i // d if d else 0
     return list(reversed(out))
+
+
+class Watch:
+    """One process's numerics evidence: the reference's settings (its ref_kernel wrapped), the submission's
+    (read after its first call), and, once, how far a wrong output is from the reference's."""
+
+    def __init__(self, ch, torch):
+        self.ch, self.torch = ch, torch
+        self.ref = Settings(torch)
+        self.ref_fn = None
+        self.sub: dict | None = None
+        self.said = False
+
+    def reference(self, module) -> None:
+        fn = getattr(module, "ref_kernel", None)
+        if callable(fn):
+            module.ref_kernel = self.ref_fn = self.ref.watch(fn)
+
+    def submission(self) -> None:
+        if self.sub is None:
+            self.sub = read(self.torch)
+
+    def wrong(self, check, data, out, case: str) -> None:
+        """After a failed check: the errors against the reference's own output, and both sides' settings."""
+        if self.said:
+            return
+        self.said = True
+        stats = None
+        try:
+            if self.ref_fn is not None:
+                stats = error_stats(self.torch, out, self.ref_fn(data), *tolerance(check))
+        except Exception:  # noqa: BLE001 - evidence only: the check has already said wrong
+            stats = None
+        self.ch.emit("wrong_detail", case=case, stats=stats, reference=self.ref.seen, submission=self.sub)

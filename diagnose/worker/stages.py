@@ -27,6 +27,7 @@ class Ctx:
     check: object = None
     judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
     guard: object = None        # worker.guard.Guard: what judges the submission, checked for replacement
+    num: object = None          # worker.numerics.Watch: the numeric settings each side computed under
 
     @property
     def ch(self):
@@ -67,7 +68,10 @@ def run_as_main(path: str, ctx: Ctx) -> None:
 
 def load_reference(ctx: Ctx) -> None:
     import os
+    from diagnose.worker.numerics import Watch
     ctx.reference = import_module_from(os.path.join(os.getcwd(), "reference.py"), "reference")
+    ctx.num = Watch(ctx.ch, ctx.torch)
+    ctx.num.reference(ctx.reference)
     ctx.generate = ctx.reference.generate_input
     ctx.check = ctx.reference.check_implementation
 
@@ -107,6 +111,9 @@ def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
         ok, msg = False, f"check raised {type(e).__name__}: {e}"
     if not ok:
         ctx.ch.emit("check", case=label, ok=False, index=index, message=str(msg)[:2000])
+        if ctx.num is not None:
+            ctx.num.submission()
+            ctx.num.wrong(ctx.check, data, out, label)
     return bool(ok)
 
 
@@ -133,6 +140,7 @@ def stage_test(ctx: Ctx) -> str:
             data = ctx.generate(**case)
         with ctx.ins.phase(f"first_call:{label}", case=label):
             out = ctx.kernel(clone(data))
+        ctx.num.submission()
         with ctx.ins.phase(f"check:{label}"):
             if not _check(ctx, label, data, out):
                 return "wrong"
