@@ -25,6 +25,7 @@ example() {   # committed example reports: the command that makes each
     inline-cuda|inline-cuda-again) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none" ;;
     inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --compile-budget 20 --budget 45" ;;
     inline-cuda-covered) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --budget 45" ;;
+    conv2d-correct) echo "run .problems/pmpp_v2/conv2d_py/solutions/correct/ref.py --problem .problems/pmpp_v2/conv2d_py --stages compile,test" ;;
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
   esac
 }
@@ -45,6 +46,9 @@ for part in "$@"; do
                  --stages "$stages" --out "reports/examples/$name" > "$R/$name.txt" 2>&1
                rc=$?; mkdir -p "$R/$name"; cp reports/examples/$name/session.json reports/examples/$name/report.md "$R/$name/" 2>/dev/null
                head -8 "$R/$name.txt" ;;
+    direct:*) IFS=: read -r _ dir sub mode <<< "$part"     # a folder's own eval.py, as the harness runs it
+              bash tests/gpu/harness_direct.sh ".problems/$dir" ".problems/$dir/$sub" "$mode" > "$R/direct-$mode.txt" 2>&1
+              rc=$?; cat "$R/direct-$mode.txt" | head -30 ;;
     home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
             rc=0; tail -1 "$R/home-${part#home:}.txt" ;;
     *) echo "unknown part $part"; rc=2 ;;
