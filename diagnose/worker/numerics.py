@@ -29,6 +29,13 @@ def read(torch) -> dict:
     return out
 
 
+def _computes(fn) -> bool:
+    if getattr(fn, "__name__", "").lstrip("_").startswith(_SETTERS):
+        return False
+    return (getattr(fn, "__module__", None) or "").startswith("torch") or \
+        type(getattr(fn, "__self__", None)).__name__ in ("Tensor", "Parameter")
+
+
 class Settings:
     """The settings seen while a wrapped function ran (the last value of each, from inside its calls)."""
 
@@ -46,9 +53,10 @@ class Settings:
             entry, at_work = read(torch), {}
 
             def prof(frame, event, arg):
-                # the settings as they stand when the function computes: at each call into a builtin that
-                # is not itself a setting's getter or setter (a context's __exit__ restores them after)
-                if event == "c_call" and not getattr(arg, "__name__", "").lstrip("_").startswith(_SETTERS):
+                # the settings as they stand when the function computes: at each call into one of torch's
+                # own builtins (a torch function, a tensor method) that is not a setting's getter or setter
+                # (a context's __exit__ restores them after, and other builtins run there too)
+                if event == "c_call" and _computes(arg):
                     at_work.update(read(torch))
             old = sys.getprofile()
             sys.setprofile(prof)
@@ -66,10 +74,15 @@ def tolerance(check) -> tuple[float | None, float | None]:
     code, cells = getattr(check, "__code__", None), getattr(check, "__closure__", None) or ()
     for name, cell in zip(getattr(code, "co_freevars", ()), cells):
         try:
-            if name in ("rtol", "atol") and isinstance(cell.cell_contents, (int, float)):
-                found[name] = float(cell.cell_contents)
+            v = cell.cell_contents
         except ValueError:
             continue
+        if name in ("rtol", "atol") and isinstance(v, (int, float)):
+            found[name] = float(v)
+        elif isinstance(v, dict):       # make_match_reference(ref, **kwargs): the kwargs it closes over
+            for k in ("rtol", "atol"):
+                if isinstance(v.get(k), (int, float)):
+                    found.setdefault(k, float(v[k]))
     try:       # keyword defaults: check_implementation(data, output, rtol=1e-3, atol=1e-3)
         import inspect
         for name, par in inspect.signature(check).parameters.items():
