@@ -37,7 +37,7 @@ def test_round9_every_toggle_is_valid_and_minimal():
     # import_init and cache are decided from the baseline's run: before it, they wait
     assert {n: pl.state for n, pl in p.items()} == {
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
-        "import_init": ABSENT, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT}
+        "import_init": ABSENT, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT}
     for name, pl in p.items():
         for t in pl.toggles:
             if not t.apply:

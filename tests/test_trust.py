@@ -75,3 +75,18 @@ def test_a_compile_that_never_happened_is_not_cleared(tmp_path):
     assert not any(c["probe"] == "compile_mode" for c in s["cleared"]), s["cleared"]
     inc = next(i for i in s["inconclusive"] if i["probe"] == "compile_mode")
     assert "nothing to remove" in inc["reason"], inc
+
+
+def test_valid_python_that_an_ast_walk_cannot_recurse_through_is_accepted(tmp_path):
+    """A constant written as a sum of 2,000 terms on one line: python3 runs it; an AST object of it is too deep
+    for compile()'s validator. The submission is judged, not refused as bad input."""
+    sub = tmp_path / "long_sum.py"
+    sub.write_text("import torch\nimport torch.nn.functional as F\n\nSCALE = " + " + ".join(["1"] * 2000) +
+                   "\n\n\ndef custom_kernel(data):\n    a, b1, b2, sa, sb1, sb2 = data\n"
+                   "    r1 = torch._scaled_mm(a, b1.t(), sa, sb1, out_dtype=torch.float32)\n"
+                   "    r2 = torch._scaled_mm(a, b2.t(), sa, sb2, out_dtype=torch.float32)\n"
+                   "    return (F.silu(r1) * r2).half() * (SCALE // 2000)\n")
+    out = tmp_path / "o"
+    res = cli("run", sub, "--stages", "test", "--probes", "none", "--out", out)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert session(out)["verdict"]["status"] == "ok"
