@@ -18,6 +18,8 @@ Rules (the ids are stable: they are what a finding is reported under):
   fix-cause        without a steady state to choose by, the fix is a toggle of the top cause's suspect when
                    one of those passed
   cpu-not-judged   without a GPU, no stage is at risk from a predicted time
+  prediction-range a verdict of OK or AT RISK never rests on a predicted time whose 95 % range crosses the
+                   budget
 """
 from __future__ import annotations
 
@@ -26,7 +28,7 @@ from dataclasses import dataclass
 from diagnose.session import FAILURES, NO_EVIDENCE, Run, Session, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
-         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged")
+         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range")
 
 
 @dataclass(frozen=True)
@@ -143,6 +145,16 @@ def _cpu(s: Session) -> list[Finding]:
             for r in s.runs for st in r.stages if st.status == Status.AT_RISK]
 
 
+def _predictions(s: Session) -> list[Finding]:
+    v, base = s.verdict, s.baseline
+    if s.harness.get("cpu_only") or base is None or v.status not in (Status.OK, Status.AT_RISK):
+        return []
+    return [Finding("prediction-range", f"verdict {v.status}", f"{st.name} was predicted {lo:.0f}–{hi:.0f} s against "
+                                                              f"its {st.budget_s:g} s budget")
+            for st in base.stages if st.predicted_range and st.status in (Status.OK, Status.AT_RISK)
+            for lo, hi in [st.predicted_range] if lo <= st.budget_s < hi]
+
+
 def audit(s: Session) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
-    return _verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s)
+    return _verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s)

@@ -426,10 +426,14 @@ def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      f"{st.phase.split(':', 1)[-1] if st.phase else 'a case'} in {st.name}: {st.message}; {none}: "
                      f"the cause is in that code itself.")
     else:
-        kind = "hangs" if st.status == Status.TIMEOUT else f"fails ({st.status}: {st.message})"
         where = f"line {site['line']}" if site else where
-        narrative = (f"The submission {kind} at {where} in {st.name}" + (f", {st.phase}" if st.phase else "") +
-                     f"; {none}: the cause is in that code itself.")
+        if st.status == Status.TIMEOUT:   # at the deadline it was there: stuck or slow, the stacks alone cannot say
+            narrative = (f"The submission was still running at {where} when the {st.budget_s:g} s budget of {st.name}"
+                         + (f" ({st.phase})" if st.phase else "") + f" ran out; {none}: the cause is in that code "
+                         f"itself.")
+        else:
+            narrative = (f"The submission fails ({st.status}: {st.message}) at {where} in {st.name}" +
+                         (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
 

@@ -58,20 +58,16 @@ class Prediction:
     seconds: float        # predicted wall time of the timing loop for one case
     reason: str           # which stopping condition ends it
     cv: float             # coefficient of variation of the sample
+    low_s: float = 0.0    # the seconds again at the ends of a 95 % interval for the sample's cv
+    high_s: float = 0.0
 
 
-def predict_case(per_call_s: list[float], repeat_wall_s: list[float]) -> Prediction:
-    """How many repeats, and how many seconds, the full stopping rule would take for one case.
+def _chi2(k: int, z: float) -> float:
+    """A quantile of the chi-square distribution with k degrees of freedom (Wilson-Hilferty)."""
+    return k * (1 - 2 / (9 * k) + z * math.sqrt(2 / (9 * k))) ** 3
 
-    The rule stops at the first n with cv / sqrt(n) < 0.001, i.e. n = (cv / 0.001)^2: a kernel whose
-    time varies by more than about 3 % never gets there and runs to the repeat cap.
-    """
-    n0 = len(per_call_s)
-    if n0 < 2:
-        raise ValueError("a prediction needs at least two timed repeats")
-    mean = statistics.fmean(per_call_s)
-    cv = statistics.stdev(per_call_s) / mean if mean > 0 else 0.0
-    wall = statistics.fmean(repeat_wall_s)
+
+def _seconds_for(cv: float, wall: float) -> tuple[int, float, str]:
     need = max(MIN_REPEATS, math.ceil((cv / REL_ERROR_TARGET) ** 2), math.ceil(MIN_WALL_S / wall) if wall else 0)
     reason = "relative error"
     if need >= REPEAT_CAP:
@@ -79,4 +75,24 @@ def predict_case(per_call_s: list[float], repeat_wall_s: list[float]) -> Predict
     seconds = need * wall
     if seconds > CASE_WALL_CAP_S:
         need, seconds, reason = max(1, int(CASE_WALL_CAP_S / wall)), CASE_WALL_CAP_S, "case wall cap"
-    return Prediction(repeats=need, seconds=seconds, reason=reason, cv=cv)
+    return need, seconds, reason
+
+
+def predict_case(per_call_s: list[float], repeat_wall_s: list[float]) -> Prediction:
+    """How many repeats, and how many seconds, the full stopping rule would take for one case.
+
+    The rule stops at the first n with cv / sqrt(n) < 0.001, i.e. n = (cv / 0.001)^2: a kernel whose
+    time varies by more than about 3 % never gets there and runs to the repeat cap. The cv of a short
+    sample is itself uncertain; the prediction carries the seconds at both ends of its 95 % interval.
+    """
+    n0 = len(per_call_s)
+    if n0 < 2:
+        raise ValueError("a prediction needs at least two timed repeats")
+    mean = statistics.fmean(per_call_s)
+    cv = statistics.stdev(per_call_s) / mean if mean > 0 else 0.0
+    wall = statistics.fmean(repeat_wall_s)
+    need, seconds, reason = _seconds_for(cv, wall)
+    k = n0 - 1
+    lo = _seconds_for(cv * math.sqrt(k / max(_chi2(k, 1.96), 1e-9)), wall)[1]
+    hi = _seconds_for(cv * math.sqrt(k / max(_chi2(k, -1.96), 1e-9)), wall)[1]
+    return Prediction(repeats=need, seconds=seconds, reason=reason, cv=cv, low_s=lo, high_s=hi)

@@ -126,6 +126,7 @@ class StageResult:
     captures: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)       # case -> raw samples and derived prediction
     predicted_s: float | None = None
+    predicted_range: list | None = None   # [low, high] seconds: the prediction at the ends of its 95 % interval
     lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode: wait|pause}, by the parent
     contention: Contention = field(default_factory=Contention)
     reached: list[int] = field(default_factory=list)   # watched (edited) lines that executed

@@ -105,6 +105,11 @@ def verdict(session, interrupted: bool = False) -> Verdict:
                                     confirmed=False, note=eff.note)
         return Verdict(eff.outcome, message=f"{base.outcome} beside other runs, {eff.outcome} when run alone",
                        runs=[base.id], confirmed=False, note=eff.note)
+    unsure = [x for x in base.stages if x.status == Status.OK and x.message.startswith("inconclusive:")]
+    if st is None and unsure:
+        return Verdict(Status.INCOMPLETE, stage=unsure[0].name, message=unsure[0].message, runs=[base.id],
+                       confirmed=False, note="a prediction from a short sample cannot place the stage on either side "
+                                             "of its budget; --full runs every repeat")
     if st is None:
         msg = ("every stage passed its checks; on this CPU their times are shown, not judged against the budget"
                if session.harness.get("cpu_only") else "every stage passed within its budget")

@@ -69,6 +69,11 @@ def _broken():
     s.harness["cpu_only"] = True
     s.runs[0].stages[-1].status = Status.AT_RISK
     out.append(("cpu-not-judged", s))
+
+    s = healthy_session()
+    bench = s.runs[0].stage("benchmark")
+    bench.predicted_range = [bench.budget_s * 0.5, bench.budget_s * 2]
+    out.append(("prediction-range", s))
     return out
 
 

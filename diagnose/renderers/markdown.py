@@ -257,6 +257,8 @@ def _stage_table(st: StageResult, s: Session) -> list[str]:
     head = f"### {st.name}: {st.status}, {st.charged_s:.2f} s of {st.budget_s:.0f} s"
     if st.predicted_s is not None and st.timing:
         head += f", predicted {st.predicted_s:.1f} s"
+        if st.predicted_range:
+            head += f" (95 % range {st.predicted_range[0]:.1f}–{st.predicted_range[1]:.1f} s)"
     out = [head, ""]
     if st.message:
         out += [code_span(st.message), ""]

@@ -159,9 +159,14 @@ class StageRunner:
             st.predicted_s = st.charged_s if st.status == Status.OK else None
         else:
             predict_stage(st)
-        if st.status == Status.OK and st.predicted_s and st.predicted_s > budget and _ran_on_gpu(st):
-            st.status, st.message = Status.AT_RISK, (f"predicted {st.predicted_s:.0f} s against the {budget:g} s "
-                                                     f"budget (from a {s.sample_repeats}-repeat sample)")
+        lo, hi = st.predicted_range or (st.predicted_s, st.predicted_s)
+        if st.status == Status.OK and st.predicted_s and hi and hi > budget and _ran_on_gpu(st):
+            said = (f"predicted {st.predicted_s:.0f} s (95 % range {lo:.0f}–{hi:.0f} s) against the {budget:g} s "
+                    f"budget, from a {s.sample_repeats}-repeat sample")
+            if lo > budget:
+                st.status, st.message = Status.AT_RISK, said
+            else:       # the sample cannot say on which side of the budget the stage falls: no status rests on it
+                st.message = f"inconclusive: {said}; run it with --full to measure the whole stage"
         return st
 
     def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,

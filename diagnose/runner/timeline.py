@@ -127,7 +127,7 @@ def _timing(events: list[dict]) -> dict:
             if len(ev["per_call_s"]) >= 2:
                 p = harness.predict_case(ev["per_call_s"], ev["repeat_wall_s"])
                 entry["predicted"] = {"repeats": p.repeats, "seconds": round(p.seconds, 3), "reason": p.reason,
-                                      "cv": round(p.cv, 5)}
+                                      "cv": round(p.cv, 5), "low_s": round(p.low_s, 3), "high_s": round(p.high_s, 3)}
             out[ev["case"]] = entry
     return out
 
@@ -415,5 +415,8 @@ def predict_stage(st: StageResult) -> None:
         st.predicted_s = st.charged_s if st.status in (Status.OK, Status.AT_RISK) else None
         return
     measured_loops = sum(p.seconds for p in st.phases if p.name.startswith("timing:"))
-    predicted_loops = sum(t.get("predicted", {}).get("seconds", 0.0) for t in st.timing.values())
-    st.predicted_s = round(st.charged_s - measured_loops + predicted_loops, 3)
+    predicted = [t.get("predicted", {}) for t in st.timing.values()]
+    rest = st.charged_s - measured_loops
+    st.predicted_s = round(rest + sum(p.get("seconds", 0.0) for p in predicted), 3)
+    st.predicted_range = [round(rest + sum(p.get(k, p.get("seconds", 0.0)) for p in predicted), 3)
+                          for k in ("low_s", "high_s")]
