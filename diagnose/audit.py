@@ -20,15 +20,22 @@ Rules (the ids are stable: they are what a finding is reported under):
   cpu-not-judged   without a GPU, no stage is at risk from a predicted time
   prediction-range a verdict of OK or AT RISK never rests on a predicted time whose 95 % range crosses the
                    budget
+  figure-budget    on a GPU, a stage that passed shows no time over its budget
+  cost-measured    a fix's steady-state cost comes from timed benchmark cases of its own run
+
+Each finding names the claim (claims.py) it is about by the claim's key.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.claims import Claim, cause_key, cleared_key, derive
+from diagnose.measures import steady_us
 from diagnose.session import FAILURES, NO_EVIDENCE, Run, Session, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
-         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range")
+         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
+         "figure-budget", "cost-measured")
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,7 @@ def _verdict(s: Session) -> list[Finding]:
     if v.status in (Status.INCOMPLETE, Status.INTERRUPTED, Status.NEEDS_GPU):
         return out      # says that nothing can be concluded here, and why
     base = s.baseline
-    claim = f"verdict {v.status}"
+    claim = "verdict"
     if base is None or base.id not in v.runs and not any(s.run(r) for r in v.runs):
         return [Finding("verdict-runs", claim, "no baseline run stands behind it")]
     if v.status == Status.OK:
@@ -73,17 +80,20 @@ def _claims(s: Session) -> list[Finding]:
     for c in s.causes:
         for rid in c.evidence:
             if not _ran(s.run(rid)):
-                out.append(Finding("claim-runs", f"cause {c.rank} ({' × '.join(c.suspects) or c.kind})",
-                                   f"its run {rid} is missing or says nothing (not run, interrupted)"))
+                out.append(Finding("claim-runs", cause_key(c), f"its run {rid} is missing or says nothing "
+                                                               f"(not run, interrupted)"))
         if str(c.confidence) == "high" and not c.confirmed:
-            out.append(Finding("high-confirmed", f"cause {c.rank} at confidence high", "its runs are unconfirmed"))
+            out.append(Finding("high-confirmed", cause_key(c), "confidence high, but its runs are unconfirmed"))
     for c in s.cleared:
         for rid in c.evidence:
             if not _ran(s.run(rid)):
-                out.append(Finding("claim-runs", f"{c.probe} is not the cause", f"its run {rid} is missing or "
-                                                                               f"says nothing"))
+                out.append(Finding("claim-runs", cleared_key(c.probe), f"its run {rid} is missing or says nothing"))
+    for i in s.inconclusive:
+        for rid in i.evidence:
+            if s.run(rid) is None:
+                out.append(Finding("claim-runs", f"{i.probe} is inconclusive", f"its run {rid} does not exist"))
     if s.fix and not _ran(s.run(s.fix.run)):
-        out.append(Finding("claim-runs", f"fix {s.fix.toggle}", f"its run {s.fix.run} is missing or says nothing"))
+        out.append(Finding("claim-runs", "fix", f"its run {s.fix.run} is missing or says nothing"))
     return out
 
 
@@ -96,7 +106,7 @@ def _cleared(s: Session) -> list[Finding]:
     for x in s.scan:
         kinds_at.setdefault(x["suspect"], []).append((x["line"], x.get("end_line", x["line"])))
     for c in s.cleared:
-        claim = f"{c.probe} is not the cause"
+        claim = cleared_key(c.probe)
         if c.probe in blamed:
             out.append(Finding("cleared-blamed", claim, "the same suspect is named as a cause"))
         mod = BY_NAME.get(c.probe)
@@ -127,13 +137,13 @@ def _fix(s: Session) -> list[Finding]:
     r = s.run(f.run)
     wanted = [st.name for st in base.stages]
     if r is None or [st.name for st in r.stages] != wanted or any(st.status != Status.OK for st in r.stages):
-        out.append(Finding("fix-passes", f"fix {f.toggle}", f"{f.run} did not pass every stage the baseline was "
+        out.append(Finding("fix-passes", "fix", f"{f.run} did not pass every stage the baseline was "
                                                            f"given ({', '.join(wanted)})"))
     top = s.causes[0] if s.causes else None
     if f.steady_us is None and top and top.suspects and f.probe not in top.suspects:
         rivals = [x.run for x in f.costs if x.probe in top.suspects]
         if rivals:
-            out.append(Finding("fix-cause", f"fix {f.toggle}", f"no steady state chose it, and {rivals[0]}, a "
+            out.append(Finding("fix-cause", "fix", f"no steady state chose it, and {rivals[0]}, a "
                                                                f"toggle of the top cause, passed too"))
     return out
 
@@ -141,7 +151,8 @@ def _fix(s: Session) -> list[Finding]:
 def _cpu(s: Session) -> list[Finding]:
     if not s.harness.get("cpu_only"):
         return []
-    return [Finding("cpu-not-judged", f"{r.id} {st.name} at risk", "a CPU prediction was judged against a budget")
+    return [Finding("cpu-not-judged", f"{st.name} time" if r is s.baseline else f"{r.id} {st.name} at risk",
+                    "a CPU prediction was judged against a budget")
             for r in s.runs for st in r.stages if st.status == Status.AT_RISK]
 
 
@@ -149,12 +160,38 @@ def _predictions(s: Session) -> list[Finding]:
     v, base = s.verdict, s.baseline
     if s.harness.get("cpu_only") or base is None or v.status not in (Status.OK, Status.AT_RISK):
         return []
-    return [Finding("prediction-range", f"verdict {v.status}", f"{st.name} was predicted {lo:.0f}–{hi:.0f} s against "
+    return [Finding("prediction-range", "verdict", f"{st.name} was predicted {lo:.0f}–{hi:.0f} s against "
                                                               f"its {st.budget_s:g} s budget")
             for st in base.stages if st.predicted_range and st.status in (Status.OK, Status.AT_RISK)
             for lo, hi in [st.predicted_range] if lo <= st.budget_s < hi]
 
 
+def _figures(s: Session) -> list[Finding]:
+    base = s.baseline
+    if s.harness.get("cpu_only") or base is None:
+        return []
+    return [Finding("figure-budget", f"{st.name} time", f"passed, yet shown at {st.seconds:.1f} s against its "
+                                                        f"{st.budget_s:g} s budget")
+            for st in base.stages if st.status == Status.OK and st.budget_s and st.seconds > st.budget_s]
+
+
+def _costs(s: Session) -> list[Finding]:
+    if s.fix is None:
+        return []
+    return [Finding("cost-measured", f"cost of {c.probe}: {c.toggle}", f"{c.run} timed no benchmark case")
+            for c in s.fix.costs if c.steady_us is not None and not (s.run(c.run) and steady_us(s.run(c.run)))]
+
+
 def audit(s: Session) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
-    return _verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s)
+    return (_verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
+            _costs(s))
+
+
+def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:
+    """Every claim with the findings against it, and findings about no printed claim (a run's own status)."""
+    claims = derive(s)
+    findings = audit(s)
+    keys = {c.key for c in claims}
+    return ([(c, [f for f in findings if f.claim == c.key]) for c in claims],
+            [f for f in findings if f.claim not in keys])

@@ -276,13 +276,20 @@ def report(
         raise BadInput(f"{session_file}: a diagnose session this version cannot read: "
                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     if audit:
-        from diagnose.audit import audit as audit_session
-        findings = audit_session(session)
-        for f in findings:
-            out.print(escape(f"unsupported: {f}"))
-        out.print(f"{len(findings)} unsupported claim(s)" if findings else
-                  "every claim is supported by the session's runs")
-        raise typer.Exit(1 if findings else 0)
+        from diagnose.audit import audit_claims
+        checked, loose = audit_claims(session)
+        for claim, found in checked:
+            runs = ", ".join(claim.runs) or "no runs"
+            out.print(escape(f"{'ok' if not found else 'UNSUPPORTED':11} {claim.key} (runs {runs}; rules "
+                             f"{', '.join(claim.rules)})"))
+            for f in found:
+                out.print(escape(f"            [{f.rule}] {f.missing}"))
+        for f in loose:
+            out.print(escape(f"UNSUPPORTED {f}"))
+        bad = sum(1 for _, found in checked if found) + len(loose)
+        out.print(f"{bad} unsupported claim(s) of {len(checked)}" if bad else
+                  f"all {len(checked)} claim(s) are supported by the session's runs")
+        raise typer.Exit(1 if bad else 0)
     sys.stdout.write(RENDERERS[fmt](session))
 
 

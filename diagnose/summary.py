@@ -83,8 +83,11 @@ def verdict(session, interrupted: bool = False) -> Verdict:
     if ref is not None and ref.outcome != Status.OK and session.verdict.stage == "reference":
         return session.verdict       # the problem's reference could not run here: that is the verdict
     base = session.baseline
-    if base is None or not base.stages or base.outcome == Status.INTERRUPTED:
-        status = Status.INTERRUPTED if interrupted or (base and base.outcome == Status.INTERRUPTED) else Status.INCOMPLETE
+    # a stage the user stopped never passed, whatever the run's own outcome says
+    stopped = base is not None and (base.outcome == Status.INTERRUPTED or
+                                    any(x.status == Status.INTERRUPTED for x in base.stages))
+    if base is None or not base.stages or stopped:
+        status = Status.INTERRUPTED if interrupted or stopped else Status.INCOMPLETE
         return Verdict(status, message="interrupted before the submission's run finished" if status ==
                        Status.INTERRUPTED else "no run finished", runs=[base.id] if base else [])
     st = base.failed_stage or next((s for s in base.stages if s.status == Status.AT_RISK), None)

@@ -74,6 +74,15 @@ def _broken():
     bench = s.runs[0].stage("benchmark")
     bench.predicted_range = [bench.budget_s * 0.5, bench.budget_s * 2]
     out.append(("prediction-range", s))
+
+    s = healthy_session()
+    s.runs[0].stage("benchmark").predicted_s = s.runs[0].stage("benchmark").budget_s * 1.3   # "passed" over it
+    out.append(("figure-budget", s))
+
+    s = interaction_session()
+    cost = next(c for c in s.fix.costs if c.steady_us is not None and c.run != s.fix.run)
+    s.run(cost.run).stages = [st for st in s.run(cost.run).stages if st.name != "benchmark"]
+    out.append(("cost-measured", s))
     return out
 
 
@@ -104,8 +113,18 @@ def test_report_audit_exits_by_what_it_finds(tmp_path):
     s.verdict.status = Status.TIMEOUT
     bad.write_text(s.to_json())
     ok = cli("report", good, "--audit")
-    assert ok.returncode == 0 and "every claim is supported" in ok.stdout, ok.stdout + ok.stderr
+    assert ok.returncode == 0 and "claim(s) are supported by the session's runs" in ok.stdout, ok.stdout + ok.stderr
+    assert "ok          fix (runs " in ok.stdout and "ok          cause 1 (runs r0" in ok.stdout, ok.stdout
     no = cli("report", bad, "--audit")
-    assert no.returncode == 1 and "[verdict-runs] verdict timeout" in no.stdout, no.stdout + no.stderr
+    assert no.returncode == 1 and "UNSUPPORTED verdict (runs r0" in no.stdout, no.stdout + no.stderr
+    assert "[verdict-runs] no stage of r0 ended timeout" in no.stdout, no.stdout
     assert json.loads(bad.read_text())["verdict"]["status"] == "timeout"
 
+
+
+def test_every_finding_names_a_claim_the_report_prints():
+    from diagnose.audit import audit_claims
+    for rule, s in _broken():
+        checked, loose = audit_claims(s)
+        assert not loose, (rule, loose)
+        assert any(found for _, found in checked), rule

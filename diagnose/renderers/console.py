@@ -5,8 +5,7 @@ from __future__ import annotations
 from rich.markup import escape
 from rich.table import Table
 
-from diagnose import summary
-from diagnose.renderers.markdown import cause_name
+from diagnose import claims, summary
 from diagnose.session import Session, Status
 
 EXIT = {Status.OK: 0, Status.NEEDS_GPU: 3}     # everything else that finished: 1 (a problem was found)
@@ -21,25 +20,28 @@ def _style(status: Status) -> str:
 
 
 def run_summary(session: Session, report_path: str, quiet: bool = False) -> list:
-    """Renderables for the end of `diagnose run`: verdict first, then causes, cleared suspects, fix."""
-    v = session.verdict
-    head = f"[bold {_style(v.status)}]{str(v.status).upper()}[/]" + ("" if v.confirmed else " (unconfirmed)")
-    out = [f"{head} {escape(v.message)}"]
+    """Renderables for the end of `diagnose run`: verdict first, then causes, cleared suspects, fix, each a
+    claim of the session (claims.py)."""
+    v, cl = session.verdict, claims.derive(session)
+    said = claims.one(cl, "verdict")
+    head = f"[bold {_style(v.status)}]{said.title}[/]" + (f" ({said.detail})" if said.detail else "")
+    out = [f"{head} {escape(said.text)}"]
     if quiet:
         return out
     if v.site:
         out.append(f"  at {escape(v.site['file'])}:{v.site['line']}  {escape(v.site['code'])}")
     if v.note:
         out.append(f"  {escape(v.note)}")
-    for c in session.causes[:3]:
-        out.append(f"  {c.rank}. [bold]{escape(cause_name(c))}[/] ({c.confidence}): {escape(c.narrative)}")
-    for c in session.cleared:
-        out.append(f"  not the cause: {escape(c.probe)}" + ("" if c.confirmed else " (unconfirmed)"))
-    for i in session.inconclusive:
-        out.append(f"  inconclusive: {escape(i.probe)}: {escape(i.reason)}")
-    if session.fix:
+    for i, c in enumerate(claims.by_kind(cl, "cause")[:3], 1):
+        out.append(f"  {i}. [bold]{escape(c.title)}[/] ({escape(c.detail.split(';')[0])}): {escape(c.text)}")
+    for c in claims.by_kind(cl, "cleared"):
+        out.append(f"  not the cause: {escape(c.title)}" + (f" ({c.detail})" if c.detail else ""))
+    for c in claims.by_kind(cl, "inconclusive"):
+        out.append(f"  inconclusive: {escape(c.title)}: {escape(c.text)}")
+    fix = claims.one(cl, "fix")
+    if fix:
         us = session.fix.steady_us
-        out.append(f"  fix: {escape(session.fix.toggle or '')}" + (f" ({us:.1f} µs per call)" if us else ""))
+        out.append(f"  fix: {escape(fix.title)}" + (f" ({us:.1f} µs per call)" if us else ""))
     for w in session.warnings:
         out.append(f"  [yellow]warning[/]: {escape(w['message'])}")
     out.append(f"  report: {escape(report_path)}")
@@ -97,9 +99,12 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
         lines.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
     if not gpu:
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
-    passed = status == Status.OK and not over and not any(r["severity"] == "error" for r in risks)
+    risky = any(r["severity"] == "error" for r in risks)
+    passed = status == Status.OK and not over and not risky
     label = ("SAFE" if gpu else "PASSED ON CPU") if passed else "AT RISK"
-    detail = (", over budget" if over and status == Status.OK else "") + ("" if gpu or not passed else
-                                                                         "; timing not judged without a GPU")
+    # the label always says which of its three reasons made it: a stage, a time, the source
+    detail = (", over budget" if over and status == Status.OK else "") + \
+        (", an error-level risk in the source" if risky and status == Status.OK else "") + \
+        ("" if gpu or not passed else "; timing not judged without a GPU")
     lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail})")
     return (lines[-1:] if quiet else lines), passed

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose import hotspots, summary
-from diagnose.bisector import FIX_TIE_REL
+from diagnose import claims, hotspots, summary
+from diagnose.claims import Claim
 from diagnose.renderers import md_libs, md_state
 from diagnose.renderers.text import code_span, fence, fold_frames
 from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
@@ -30,13 +30,6 @@ def _name(run: Run) -> str:
     return f"{run.probe or 'all'}: {run.toggle}"
 
 
-KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
-         "stale_lock": "a build lock left by the killed compile step"}
-
-
-def cause_name(c) -> str:
-    return " × ".join(c.suspects) if c.suspects and c.kind == "mechanism" else \
-        (KINDS.get(c.kind, c.kind) + (f" ({' × '.join(c.suspects)})" if c.suspects else ""))
 
 
 def _at(site: dict | None) -> str:
@@ -46,27 +39,29 @@ def _at(site: dict | None) -> str:
     return f" at {where} {code_span(site['code'])}" if site.get("code") else f" at {where}"
 
 
-def _head(s: Session) -> list[str]:
-    v = s.verdict
-    status = str(v.status).upper()
+def _head(s: Session, cl: list[Claim]) -> list[str]:
+    v, said = s.verdict, claims.one(cl, "verdict")
+    status = said.title
     name = s.submission.get("name", "submission")
     out = [f"# diagnose: {name}: {status}", ""]
     where = f" in `{v.stage}`" + (f", phase `{v.phase}`" if v.phase else "") if v.stage else ""
-    site = _at(v.site)
-    msg = f": {code_span(v.message)}" if v.message and v.status != Status.OK else (f": {v.message}" if v.message else "")
-    unconf = "" if v.confirmed else " (unconfirmed)"
-    out.append(f"- **Verdict:** {status}{unconf}{where}{site}{msg}.")
-    if s.causes:
-        top = s.causes[0]
-        out.append(f"- **Top cause:** {cause_name(top)} (confidence {top.confidence}). {top.narrative}")
+    # a failure's message may hold what the submission printed; the OK sentence is ours
+    msg = "" if not said.text else f": {said.text}" if v.status == Status.OK else f": {code_span(said.text)}"
+    unconf = f" ({said.detail})" if said.detail else ""
+    out.append(f"- **Verdict:** {status}{unconf}{where}{_at(v.site)}{msg}.")
+    causes = claims.by_kind(cl, "cause")
+    if causes:
+        top = causes[0]
+        out.append(f"- **Top cause:** {top.title} ({top.detail.split(';')[0]}). {top.text}")
     else:
         out.append("- **Top cause:** " + _no_cause(s))
-    if s.fix:
+    fix = claims.one(cl, "fix")
+    if fix:
         us = f", {s.fix.steady_us:.1f} µs per call (geometric mean of the benchmark shapes)" if s.fix.steady_us else ""
         ran = s.harness.get("stages") or []
         which = "every stage" if set(ran) >= {"test", "benchmark", "leaderboard"} or not ran else \
             f"every stage run ({', '.join(ran)})"
-        out.append(f"- **Verified fix:** {code_span(s.fix.toggle or '')} passes {which}{us}. Diff below.")
+        out.append(f"- **Verified fix:** {code_span(fix.title)} passes {which}{us}. Diff below.")
     else:
         out.append("- **Verified fix:** none" + ("." if v.status == Status.OK else
                                                   ": no variant passed every stage the baseline ran."))
@@ -87,26 +82,18 @@ def _no_cause(s: Session) -> str:
     return "none: no probe ran far enough to tell, and no hot spot was measured."
 
 
-def _verdict(s: Session) -> list[str]:
-    v = s.verdict
+def _verdict(s: Session, cl: list[Claim]) -> list[str]:
+    v, said = s.verdict, claims.one(cl, "verdict")
     out = ["## Verdict", ""]
     if not s.complete:
         out += ["**Incomplete diagnosis.** It was interrupted or failed part-way; what follows is what finished.", ""]
-    if v.status == Status.OK and s.harness.get("cpu_only"):
-        base = s.baseline
-        took = "; ".join(f"{m['stage']} {m['measured_s']:.1f} s measured" + (
-            f", {m['seconds']:.1f} s predicted" if m["predicted"] else "") for m in summary.margins(base)) if base else ""
-        out += [f"Every stage passed its checks ({took}). On a CPU these times are shown, not judged against the "
-                f"budget: they say nothing about a GPU's.", ""]
-    elif v.status == Status.OK:
-        base = s.baseline
-        marg = "; ".join(f"{m['stage']} {m['seconds']:.1f} s of {m['budget_s']:.0f} s"
-                         for m in summary.margins(base)) if base else ""
-        out += [f"Every stage passed its checks within its budget ({marg}).", ""]
-    elif v.message:
-        out += [f"{str(v.status).upper()}: {code_span(v.message)}", ""]
+    if v.status == Status.OK:
+        out += [f"{said.text[0].upper()}{said.text[1:]}.", ""]
+    elif said.text:
+        out += [f"{said.title}: {code_span(said.text)}", ""]
     if v.note:
         out += [f"{v.note[0].upper()}{v.note[1:]}.", ""]
+    out += [f"_Runs: {', '.join(said.runs) or 'none'}._", ""]
     for w in s.warnings:
         out += [f"**Warning ({w['kind']}):** {w['message']}", ""]
     if s.harness.get("cpu_only"):
@@ -115,16 +102,12 @@ def _verdict(s: Session) -> list[str]:
     return out
 
 
-def _causes(s: Session) -> list[str]:
+def _causes(s: Session, cl: list[Claim]) -> list[str]:
     out = ["## Ranked causes", ""]
     if not s.causes:
         out += [_no_cause(s)[0].upper() + _no_cause(s)[1:], ""]
-    for c in s.causes:
-        where = _at(c.site)
-        kind = "changes the outcome" if c.changes_outcome else "time only"
-        conf = "" if c.confirmed else ", unconfirmed"
-        out += [f"{c.rank}. **{cause_name(c)}**{where} (confidence {c.confidence}; {kind}{conf})",
-                "", f"   {c.narrative}", ""]
+    for c, said in zip(s.causes, claims.by_kind(cl, "cause")):
+        out += [f"{c.rank}. **{said.title}**{_at(c.site)} ({said.detail})", "", f"   {said.text}", ""]
         saved = [f"{k} {v['saved_s']:+.1f} s of {v['budget_s']:.0f} s (noise ±{v['noise_s']:.1f})"
                  for k, v in c.seconds_saved.items() if v["claimed"]]
         if saved:
@@ -133,14 +116,16 @@ def _causes(s: Session) -> list[str]:
             out += [f"   Other single toggles that also fix it: {', '.join(c.alternatives)}.", ""]
         if c.state:
             out += [f"   State kept between processes differs between these runs: {c.state}.", ""]
-        out += [f"   Evidence: runs {', '.join(c.evidence)}.", ""]
-    if s.cleared:
+        out += [f"   Evidence: runs {', '.join(said.runs)}.", ""]
+    cleared = claims.by_kind(cl, "cleared")
+    if cleared:
         out += ["### Verified not to be the cause", ""]
-        out += [f"- `{c.probe}`: {c.narrative}" + ("" if c.confirmed else " (unconfirmed)")
-                + f" Runs {', '.join(c.evidence)}." for c in s.cleared] + [""]
-    if s.inconclusive:
+        out += [f"- `{c.title}`: {c.text}" + (f" ({c.detail})" if c.detail else "") + f" Runs {', '.join(c.runs)}."
+                for c in cleared] + [""]
+    unsure = claims.by_kind(cl, "inconclusive")
+    if unsure:
         out += ["### Inconclusive", ""]
-        out += [f"- `{i.probe}`: {i.reason}. Runs {', '.join(i.evidence)}." for i in s.inconclusive] + [""]
+        out += [f"- `{i.title}`: {i.text}. Runs {', '.join(i.runs)}." for i in unsure] + [""]
     return out
 
 
@@ -172,15 +157,13 @@ def _where(s: Session) -> list[str]:
     return out if len(out) > 3 else []
 
 
-def _fix(s: Session) -> list[str]:
-    if not s.fix:
+def _fix(s: Session, cl: list[Claim]) -> list[str]:
+    fix = claims.one(cl, "fix")
+    if fix is None:
         return []
     f = s.fix
-    why = (f"with the best steady state of the working variants (within {FIX_TIE_REL:.0%}, the toggle that names "
-           f"the mechanism is preferred)" if f.steady_us is not None else
-           "chosen as the toggle of the top cause (no benchmark stage ran, so no steady state could choose)")
-    out = ["## Verified fix", "", f"{code_span(f.toggle or '')} (run {f.run}) passes every check and fits every "
-           f"budget, {why}.", "", *fence(f.diff.rstrip(), "diff"), "",
+    text = fix.text.replace(fix.title, code_span(fix.title), 1) if fix.title else fix.text
+    out = ["## Verified fix", "", f"{text}.", "", *fence(f.diff.rstrip(), "diff"), "",
            "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
            "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
     if f.state:
@@ -384,9 +367,12 @@ def _environment(s: Session) -> list[str]:
 
 def render(session: Session) -> str:
     s = session
-    lines = _head(s)
+    cl = claims.derive(s)     # every statement of the conclusions comes from these
+    lines = _head(s, cl)
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
-    for part in (_verdict, _causes, _where, _fix, _evidence, _gantt, _suspects, _stages, _failure, _compile,
+    for part in (_verdict, _causes, _fix):
+        lines += part(s, cl)
+    for part in (_where, _evidence, _gantt, _suspects, _stages, _failure, _compile,
                  md_libs.autotuning, md_libs.builds, md_state.state, _environment):
         lines += part(s)
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]

@@ -37,3 +37,21 @@ def test_a_stage_whose_range_crosses_the_budget_is_inconclusive_not_ok():
     assert s.verdict.status == Status.INCOMPLETE and s.verdict.stage == "benchmark"
     assert "--full" in s.verdict.note
     assert audit(s) == []
+
+
+def test_a_stage_the_user_stopped_is_never_a_pass():
+    s = healthy_session()
+    s.runs[0].stages[-1].status = Status.INTERRUPTED     # the run's own outcome still says ok
+    assert s.runs[0].outcome == Status.OK
+    s.verdict = summary.verdict(s)
+    assert s.verdict.status == Status.INTERRUPTED
+
+
+def test_check_names_the_reason_it_is_at_risk():
+    from diagnose.renderers.console import check_table
+    s = healthy_session()
+    risk = {"line": 3, "severity": "error", "message": "capture around a graph-recording compile"}
+    lines, passed = check_table(s, [risk], "sub.py", gpu=False)
+    assert not passed and lines[-1].endswith("AT RISK[/] (ok, an error-level risk in the source)")
+    lines, passed = check_table(s, [], "sub.py", gpu=False)
+    assert passed and "PASSED ON CPU" in lines[-1]
