@@ -100,9 +100,24 @@ def _progress(prep, verbosity: int):
     return p, Live(p, console=err, refresh_per_second=4, transient=False)
 
 
-def _engine(prep, opts, stop, outdir, progress, concurrent=False):
+def _runner(spec: str | None, prep, progress, concurrent: bool):
+    """The processes the harness would start, or (hidden, for exact end-to-end tests) a scripted replay."""
+    if spec is None:
+        from diagnose.runner.stages import StageRunner
+        return StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
+                           on_event=progress.on_event)
+    kind, _, path = spec.partition(":")
+    if kind != "scripted" or not path:
+        raise BadInput(f"--runner must be scripted:FILE, got {spec!r}")
+    from diagnose.runner.scripted import from_file
+    try:
+        return from_file(Path(path))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"--runner {path}: not a runner script: {type(e).__name__}: {e}") from None
+
+
+def _engine(prep, opts, stop, outdir, progress, concurrent=False, runner_spec=None):
     from diagnose.engine import Engine
-    from diagnose.runner.stages import StageRunner
     save_lock = threading.Lock()
 
     def save(s):
@@ -111,10 +126,9 @@ def _engine(prep, opts, stop, outdir, progress, concurrent=False):
             environment(s)
             if outdir is not None:
                 outdir.save(s)
-    runner = StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
-                         on_event=progress.on_event)
+    runner = _runner(runner_spec, prep, progress, concurrent)
     return Engine(prep.sub, prep.session, prep.settings.stages, opts, runner, on_save=save, stop=stop,
-                  on_run_done=progress.on_run_done, on_stage=progress.on_stage), save
+                  on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
 
 
 def _verbosity(quiet: bool, verbose: bool) -> int:
@@ -133,6 +147,8 @@ SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
                      help="Shape set: the small one or the task's own (default: small without a GPU).")
 QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Also print each phase as it ends.")
+RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
+                      help="Replay scripted stage results instead of starting processes (tests).")
 
 
 @app.command(cls=_Command)
@@ -165,6 +181,7 @@ def run(
     no_sample: bool = typer.Option(False, "--no-sample", help="Turn off the line sampler (to measure its own cost)."),
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
 ):
     """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
     from diagnose.engine import Options
@@ -182,7 +199,7 @@ def run(
     with _Signals() as sig:
         opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
                        **problem_options(prep.settings))
-        eng, save = _engine(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1)
+        eng, save = _engine(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
         if not cannot_judge(session, prep.settings):
             with shown:
                 eng.diagnose()
@@ -214,6 +231,7 @@ def check(
     small: Optional[bool] = SMALL,
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
 ):
     """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
     1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
@@ -227,7 +245,7 @@ def check(
     progress, shown = _progress(prep, _verbosity(quiet, verbose))
     with _Signals() as sig:
         opts = Options(probes=[], jobs=1, gpu=prep.gpu, bisect=False, confirm=False, **problem_options(prep.settings))
-        eng, save = _engine(prep, opts, sig.stop, outdir, progress)
+        eng, save = _engine(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
         if not cannot_judge(prep.session, prep.settings):
             with shown:
                 eng.diagnose()

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 
 from diagnose import bisector, carried, evidence, summary
@@ -60,11 +61,14 @@ class _State:
 
 class Engine:
     def __init__(self, sub: Submission, session: Session, stages: list[str], opts: Options, runner: Runner,
-                 on_save=None, stop: threading.Event | None = None, on_run_done=None, on_stage=None):
+                 on_save=None, stop: threading.Event | None = None, on_run_done=None, on_stage=None,
+                 on_verdict=None):
         self.sub, self.session, self.stages, self.opts, self.runner = sub, session, stages, opts, runner
         self.on_save = on_save or (lambda s: None)
         self.on_run_done = on_run_done or (lambda r: None)
         self.on_stage = on_stage or (lambda r: None)
+        self.on_verdict = on_verdict or (lambda s: None)   # once, as soon as the verdict and top cause are decided
+        self._t0 = time.monotonic()
         self.stop = stop or threading.Event()
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
         self.lock = threading.RLock()
@@ -274,6 +278,7 @@ class Engine:
     # -- the diagnosis ---------------------------------------------------------------------------------
     def diagnose(self) -> Session:
         s = self.session
+        self._t0 = time.monotonic()
         self.sched = Scheduler(self.opts.jobs, self.stop)
         try:
             if self.opts.preflight and not self._preflight():
@@ -318,6 +323,7 @@ class Engine:
             if self.opts.bisect:
                 bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers),
                                 prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
+            self._verdict_known()
             self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
             self._conclude()
             if self.opts.confirm:
@@ -350,7 +356,18 @@ class Engine:
                 s.notes.append(f"run directories kept in {kept}")
             self.save()
 
+    def _verdict_known(self) -> None:
+        """The baseline and every decisive toggle and combination have ended: the verdict and the top cause
+        stand (a solo confirmation may still qualify them). Say it now; the fix costs and confirmations follow."""
+        if self.stop.is_set():
+            return
+        self._conclude()
+        self.session.verdict_at_s = round(time.monotonic() - self._t0, 1)
+        self.save()
+        self.on_verdict(self.session)
+
     def _finish(self) -> Session:
+        self.session.diagnosis_s = round(time.monotonic() - self._t0, 1)
         if self.session.verdict.stage == "reference" and self.session.verdict.status == Status.NEEDS_GPU:
             return self.session      # the machine cannot judge it: nothing else to conclude
         self._conclude()

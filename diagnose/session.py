@@ -345,6 +345,8 @@ class Session:
     bisection: dict = field(default_factory=dict)       # the search: removers, minimal set, checked
     complete: bool = False
     notes: list[str] = field(default_factory=list)
+    verdict_at_s: float | None = None   # seconds into the diagnosis when the verdict and top cause were decided
+    diagnosis_s: float | None = None    # seconds the whole diagnosis took
 
     def to_dict(self) -> dict:
         return _plain(asdict(self))

@@ -9,7 +9,7 @@ from diagnose.engine import Engine, Options
 from diagnose.session import Role, Session, StageResult, Status
 from diagnose.submission import Submission
 from tests.builders import stage
-from tests.fake_runner import ScriptedRunner
+from diagnose.runner.scripted import ScriptedRunner
 
 STAGES = ["compile", "test", "benchmark", "leaderboard"]
 BUDGETS = {"compile": 60.0, "test": 60.0, "benchmark": 60.0, "leaderboard": 60.0}

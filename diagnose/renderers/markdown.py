@@ -369,7 +369,9 @@ def render(session: Session) -> str:
     s = session
     cl = claims.derive(s)     # every statement of the conclusions comes from these
     lines = _head(s, cl)
-    lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}_", ""]
+    took = "" if s.diagnosis_s is None else (f" · verdict at {s.verdict_at_s:.0f} s" if s.verdict_at_s else "") + \
+        f" · diagnosis {s.diagnosis_s:.0f} s"
+    lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}{took}_", ""]
     for part in (_verdict, _causes, _fix):
         lines += part(s, cl)
     for part in (_where, _evidence, _gantt, _suspects, _stages, _failure, _compile,

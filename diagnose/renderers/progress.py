@@ -37,6 +37,7 @@ class Progress:
         self.active: dict[str, dict] = {}
         self.done: list[tuple[str, str, str]] = []   # (run id, label, outcome)
         self._shown: dict[str, int] = {}             # run id -> how many of its stages were shown
+        self.early = ""                              # the verdict, once decided before the end
 
     def on_event(self, run, stage: str, ev: dict) -> None:
         with self.lock:
@@ -78,7 +79,21 @@ class Progress:
         left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
         return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
 
+    def on_verdict(self, session) -> None:
+        from diagnose import claims
+        cl = claims.derive(session)
+        v = claims.one(cl, "verdict")
+        top = claims.by_kind(cl, "cause")
+        text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}" + (
+            f"; top cause: {top[0].title}" if top else "") + "; confirmations and fix costs follow"
+        with self.lock:
+            self.early = text
+        self.verdict_line(text)
+
     # what the renderers override
+    def verdict_line(self, text: str) -> None:
+        pass
+
     def phase_done(self, run, stage: str, phase: str, seconds: float) -> None:
         pass
 
@@ -101,7 +116,8 @@ class LiveProgress(Progress):
                 b = self.budgets.get(a["stage"], 0)
                 t.add_row(Text(rid, style="cyan"), Text(a["label"]), Text(f"{a['stage']} · {a['phase']}"),
                           Text(f"{el:5.1f} s / {b:.0f} s", style="red" if b and el > 0.8 * b else ""))
-        return Group(Text(self.counts(), style="bold"), t)
+        head = [Text(self.counts(), style="bold")] + ([Text(self.early)] if self.early else [])
+        return Group(*head, t)
 
 
 class PlainProgress(Progress):
@@ -115,6 +131,9 @@ class PlainProgress(Progress):
         with self.lock:
             self.stream.write(text.replace("\n", " ") + "\n")
             self.stream.flush()
+
+    def verdict_line(self, text: str) -> None:
+        self._line(text)
 
     def phase_done(self, run, stage, phase, seconds) -> None:
         if self.verbose:

@@ -1,14 +1,18 @@
-"""A scripted runner for exact engine tests, as hyperfine's mock executor is: no process starts.
+"""A scripted runner: replays stage results instead of starting processes, as hyperfine's debug mode does.
 
-`script(run) -> list[StageResult]` returns the stages a run would produce (the full list; the runner
-hands out the ones each job asks for, in order). Jobs are recorded, with whether each ran solo and which
-other runs were executing at the same time, so tests can assert the scheduling itself.
+Takes a script: `script(run) -> list[StageResult]`, the full list of stages that run would produce (the
+runner hands out the ones each job asks for, in order). Gives exact, fast runs of the engine, its
+scheduling and its evidence rules: the engine's tests use it, and so does the hidden CLI option
+`--runner scripted:FILE` (FILE: JSON, see `from_file`), for end-to-end CLI tests with no process.
+Jobs are recorded, with whether each ran solo and which other runs were executing at the same time.
 """
 from __future__ import annotations
 
 import copy
+import json
 import threading
 import time
+from pathlib import Path
 
 from diagnose.runner.stages import outcome_of
 from diagnose.session import ENDS_RUN, StageResult, Status
@@ -54,3 +58,25 @@ class ScriptedRunner:
     def close(self):
         self.closed = True
         return None
+
+
+def _matches(rule: dict, run) -> bool:
+    """A rule's `match` names what a run must have: probe (null: the submission as it is), toggle, role,
+    removed (the suspects a combination takes out, in any order)."""
+    m = rule.get("match", {})
+    return (("probe" not in m or m["probe"] == run.probe) and ("toggle" not in m or m["toggle"] == run.toggle)
+            and ("role" not in m or m["role"] == str(run.role))
+            and ("removed" not in m or sorted(m["removed"]) == sorted(run.removed)))
+
+
+def from_file(path: Path) -> ScriptedRunner:
+    """{"delay_s": 0.1, "runs": [{"match": {...}, "stages": [StageResult as in a session, ...]}, ...],
+    "default": [stages for every run no rule matches]}. The first matching rule wins."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    rules = data.get("runs", [])
+    default = [StageResult.from_dict(s) for s in data.get("default", [])]
+
+    def script(run):
+        rule = next((r for r in rules if _matches(r, run)), None)
+        return [StageResult.from_dict(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
+    return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)))

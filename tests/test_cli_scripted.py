@@ -1,0 +1,66 @@
+"""The CLI end to end with the scripted runner (hidden `--runner scripted:FILE`): the engine's scheduling,
+evidence rules and outputs exactly, with no process started and no torch imported."""
+import json
+import textwrap
+from dataclasses import asdict
+
+from tests.builders import stage
+from tests.conftest import cli
+
+STORM = textwrap.dedent('''
+    import torch
+
+    @torch.compile(dynamic=False)
+    def _epilogue(r1, r2):
+        return (r1 * r2).half()
+
+    def custom_kernel(data):
+        return _epilogue(data[0], data[1])
+''')
+US = {"256x4096x7168": 43.0}
+RECOMPILES = [{"compile_id": "0/0", "phase": "first_call:a"},
+              {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]
+
+
+def _d(st) -> dict:
+    return json.loads(json.dumps(asdict(st), default=str))
+
+
+def _storm_script(path, delay_s=0.05, slow_fix_s=None):
+    """The baseline times out in benchmark (a recompile per shape); compile off and dynamic=True pass."""
+    fail = [stage("test", wall=10, budget=180, compile=RECOMPILES),
+            stage("benchmark", "timeout", wall=180, budget=180, phase="check:256x4096x7168", compile=RECOMPILES,
+                  message="the stage ran past its 180 s budget")]
+    good = [stage("test", wall=10, budget=180), stage("benchmark", wall=20, budget=180, per_call_us=US),
+            stage("leaderboard", wall=20, budget=180, per_call_us=US)]
+    runs = [{"match": {"toggle": "compile off"}, "stages": [_d(s) for s in good]},
+            {"match": {"toggle": "dynamic=True"}, "stages": [_d(s) for s in good]}]
+    path.write_text(json.dumps({"delay_s": delay_s, "runs": runs,
+                                "default": [_d(s) for s in fail] + [{"name": "leaderboard", "status": "skipped"}]}))
+    return path
+
+
+def test_the_verdict_comes_first_and_the_report_says_when(tmp_path, audited):
+    sub = tmp_path / "storm.py"
+    sub.write_text(STORM)
+    script = _storm_script(tmp_path / "script.json")
+    res = cli("run", sub, "--runner", f"scripted:{script}", "-o", tmp_path / "out", env={"CI": "1"}, timeout=120)
+    assert res.returncode == 1, res.stdout + res.stderr
+    lines = res.stderr.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("verdict at "))
+    assert "TIMEOUT the stage ran past its 180 s budget; top cause: recompile" in lines[said]
+    # the runs that only cost the fixes end after it
+    assert any(line.startswith("r") and " done: ok" in line for line in lines[said + 1:]), res.stderr
+    assert "fix: dynamic=True" in res.stdout
+    session = json.loads((tmp_path / "out" / "session.json").read_text())
+    assert 0 < session["verdict_at_s"] <= session["diagnosis_s"]
+    assert "· verdict at " in (tmp_path / "out" / "report.md").read_text()
+
+
+def test_a_runner_that_is_not_a_script_is_one_error_line(tmp_path):
+    sub = tmp_path / "storm.py"
+    sub.write_text(STORM)
+    for spec, words in (("local", "--runner must be scripted:FILE"),
+                        (f"scripted:{tmp_path / 'none.json'}", "not a runner script")):
+        res = cli("run", sub, "--runner", spec, "-o", tmp_path / "o", timeout=60)
+        assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
