@@ -1,22 +1,12 @@
 """The CLI end to end with the scripted runner (hidden `--runner scripted:FILE`): the engine's scheduling,
 evidence rules and outputs exactly, with no process started and no torch imported."""
 import json
-import textwrap
 from dataclasses import asdict
 
 from tests.builders import stage
 from tests.conftest import cli
+from tests.test_engine import STORM
 
-STORM = textwrap.dedent('''
-    import torch
-
-    @torch.compile(dynamic=False)
-    def _epilogue(r1, r2):
-        return (r1 * r2).half()
-
-    def custom_kernel(data):
-        return _epilogue(data[0], data[1])
-''')
 US = {"256x4096x7168": 43.0}
 RECOMPILES = [{"compile_id": "0/0", "phase": "first_call:a"},
               {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]
