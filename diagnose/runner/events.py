@@ -10,51 +10,8 @@ from __future__ import annotations
 
 import json
 
-NUM = (int, float)
-# kind -> required fields and their types
-SHAPES: dict[str, dict[str, tuple]] = {
-    "worker_start": {"stage": (str,)},
-    "env": {},
-    "begin": {"name": (str,)},
-    "end": {"name": (str,)},
-    "capture_begin": {"origin": (str,)},
-    "capture_end": {},
-    "compile": {},
-    "compile_call": {},
-    "compile_counters": {},
-    "flush": {"bytes": (int,), "wanted": (int,)},
-    "repeat": {"case": (str,), "n": (int,), "per_call_s": NUM},
-    "timing": {"case": (str,), "per_call_s": (list,), "repeat_wall_s": (list,)},
-    "check": {"case": (str,), "ok": (bool,)},
-    "exception": {"type": (str,), "message": (str,)},
-    "worker_error": {"type": (str,), "message": (str,)},
-    "reached": {"line": (int,)},
-    "samples": {},
-    "lock": {"op": (str,), "id": (int,)},
-    "stage_done": {"status": (str,)},
-    "exit_clean": {},
-    "tamper": {"what": (str,)},
-    "needs_gpu": {"reason": (str,)},
-    "evaluator": {"key": (str,), "value": (str,)},
-    "gpu_quiet": {"waited_s": NUM, "quiet": (bool,)},
-    "compile_call": {"caller_line": (int,)},
-    "inductor_config": {"settings": (dict,)},
-    "samples": {"phases": (dict,), "interval_s": NUM},
-    "loops": {"counts": (dict,)},
-    "evaluator_exit": {},
-    "container": {"private": (list,)},
-    "state": {"op": (str,)},
-    "recompile_start": {"code": (str,), "reasons": (list,)},
-    "autotune_config": {"kernel": (str,), "config": (dict,)},
-    "autotune_done": {"kernel": (str,), "winner": (dict,)},
-    "extension_build": {"name": (str,), "seconds": NUM},
-    "extension_build_start": {"name": (str,)},
-    "wrong_detail": {},
-}
-# Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
-# any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
-WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "needs_gpu",
-               "evaluator_exit", "container"}
+from diagnose.protocol import EVENTS as SHAPES, NUM, WORKER_ONLY
+
 STATUSES = {"ok", "wrong"}
 MAX_EVENTS = 50_000
 MAX_LINE = 256 * 1024

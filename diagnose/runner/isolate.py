@@ -33,15 +33,13 @@ from dataclasses import dataclass, field
 
 import psutil
 
+from diagnose.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.events import EventParser
 
 TAIL_BYTES = 32 * 1024
 POLL_S = 0.1
 STACK_GRACE_S = 2.0
-MARKER = "DIAGNOSE_RUN_MARKER"
-FDS_ENV = "DIAGNOSE_FDS"          # "events,reply,stacks[,report]" descriptor numbers for the worker
-DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"  # the read end of the stack-dump request pipe
 REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its report descriptor
 
 

@@ -11,7 +11,6 @@ its container lives until the diagnosis ends, so later stages see what earlier o
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -24,6 +23,7 @@ from diagnose import harness
 from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.container import Container, changed, group_of
+from diagnose.protocol import WorkerSpec
 from diagnose.runner.isolate import TMP_PREFIX, Limits, python_argv, run_child
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
@@ -179,13 +179,12 @@ class StageRunner:
         tag = stage if what == stage else f"{stage}.{what}"
         submission = str(box.work / "submission.py")
         stacks = str(box.tool / f"{tag}.stacks.txt")
-        spec = {"submission": submission, "stage": what, "task": s.task.to_dict(),
-                "depth": s.depth, "sample_repeats": s.sample_repeats, "sample_seconds": s.sample_seconds,
-                "gpu_lock": arbiter is not None, "flush_bytes": s.flush_bytes, "budget_s": budget,
-                "root": str(box.root), "watch": job.watch, "sample": s.sample, "stacks_prefix": stacks,
-                "private_mounts": s.private_mounts}
+        spec = WorkerSpec(submission=submission, stage=what, task=s.task.to_dict(), budget_s=budget,
+                          root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
+                          sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
+                          watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts)
         spec_path = box.tool / f"{tag}.spec.json"
-        spec_path.write_text(json.dumps(spec))
+        spec_path.write_text(spec.to_json())
 
         def tagged(ev):
             if self.on_event:

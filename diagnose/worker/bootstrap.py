@@ -6,7 +6,7 @@ started without them.
 import json
 import os
 
-_cfg = json.loads(os.environ.get("DIAGNOSE_CHILD") or "null")
+_cfg = json.loads(os.environ.get("DIAGNOSE_CHILD") or "null")   # protocol.CHILD_ENV (this file imports nothing of ours)
 if _cfg:
     import faulthandler
     import signal

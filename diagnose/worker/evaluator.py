@@ -18,11 +18,11 @@ import os
 import sys
 import types
 
+from diagnose.protocol import CHILD_ENV
 from diagnose.tasks.loader import spec_line, stage_cases
 from diagnose.worker.hooks import Hooks
 
 MODES = {"test": "test", "benchmark": "benchmark", "leaderboard": "leaderboard"}
-CHILD_ENV = "DIAGNOSE_CHILD"
 
 
 def _spawn_with_bootstrap(ctx, fds: list[int]) -> None:
@@ -63,24 +63,23 @@ def _run_as_main(path: str) -> None:
 
 def stage_evaluator(ctx) -> str:
     spec = ctx.spec
-    task = spec["task"]
-    cases = stage_cases(task, spec["stage"])
+    task = spec.task
+    cases = stage_cases(task, spec.stage)
     with open("cases.txt", "w") as fh:
         fh.write("\n".join(spec_line(c) for c in cases) + "\n")
-    ev_fd, popcorn_fd = ctx.ch._fd, spec["popcorn_fd"]
+    ev_fd, popcorn_fd = ctx.ch._fd, ctx.report_fd
     os.set_inheritable(popcorn_fd, True)
     os.environ["POPCORN_FD"] = str(popcorn_fd)
     for fd in (ev_fd,):
         os.set_inheritable(fd, True)
-    os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec["stacks_prefix"], "stage": spec["stage"],
-                                        "submission": spec["submission"], "sample": spec.get("sample", True),
-                                        "watch": spec.get("watch") or []})
+    os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec.stacks_prefix, "stage": spec.stage,
+                                        "submission": spec.submission, "sample": spec.sample, "watch": spec.watch})
     _spawn_with_bootstrap(ctx, [ev_fd])
     hooks = Hooks(ctx.ins, ctx.guard)
     hooks.install()
     ctx.judges = hooks.judges
     entry = os.path.join(os.getcwd(), task["evaluator"])
-    sys.argv = [entry, MODES[spec["stage"]], "cases.txt"]
+    sys.argv = [entry, MODES[spec.stage], "cases.txt"]
     code = 0
     try:
         _run_as_main(entry)

@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import atexit
 import faulthandler
-import json
 import os
 import signal
 import sys
 import time
 import traceback
 
-from diagnose.runner.isolate import DUMP_FD_ENV, FDS_ENV
+from diagnose.protocol import DUMP_FD_ENV, FDS_ENV, WorkerSpec
 from diagnose.worker import container
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
@@ -104,17 +103,16 @@ def _fds() -> tuple[int, int, int, int | None]:
 
 def main(spec_path: str) -> int:
     with open(spec_path) as fh:
-        spec = json.load(fh)
+        spec = WorkerSpec.from_json(fh.read())
     ev_fd, rep_fd, stacks_fd, report_fd = _fds()
-    spec["popcorn_fd"] = report_fd
     # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
-    walls = container.enter(spec["root"]) if spec.get("private_mounts", True) else \
+    walls = container.enter(spec.root) if spec.private_mounts else \
         {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
     from diagnose.worker import libraries
     from diagnose.worker.state import StateLog
-    StateLog(ch, spec["root"], walls["private"]).install()
+    StateLog(ch, spec.root, walls["private"]).install()
     libraries.install(ch)
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
@@ -122,10 +120,10 @@ def main(spec_path: str) -> int:
     faulthandler.enable(file=stacks, all_threads=True)
     faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
     dump_fd = os.environ.pop(DUMP_FD_ENV, "")
-    dog = Watchdog(spec.get("budget_s"), stacks, spec.get("root"), int(dump_fd) if dump_fd.isdigit() else None)
+    dog = Watchdog(spec.budget_s, stacks, spec.root, int(dump_fd) if dump_fd.isdigit() else None)
     dog.start()
     dog.route_stack_signal()
-    lock = GpuLock(ch, rep_fd if spec.get("gpu_lock") else None, on_wait=dog.add_wait)
+    lock = GpuLock(ch, rep_fd if spec.gpu_lock else None, on_wait=dog.add_wait)
     pid = os.getpid()
 
     def clean_exit():
@@ -136,7 +134,7 @@ def main(spec_path: str) -> int:
             _kill_descendants()
             dog.resume_parent()
     atexit.register(clean_exit)   # first registered, so it runs last
-    ch.emit("worker_start", stage=spec["stage"], dump_tid=dog.native_id)
+    ch.emit("worker_start", stage=spec.stage, dump_tid=dog.native_id)
     sys.path.insert(0, os.getcwd())
 
     from diagnose.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
@@ -147,8 +145,7 @@ def main(spec_path: str) -> int:
         ch.begin("torch_import")
         import torch
         ch.end("torch_import")
-        ins = Instruments(ch, torch, spec["submission"], lock, watch=spec.get("watch") or [],
-                          sample=spec.get("sample", True))
+        ins = Instruments(ch, torch, spec.submission, lock, watch=spec.watch, sample=spec.sample)
         with ins.phase("device_init"):
             if ins.cuda:
                 torch.cuda.init()
@@ -157,9 +154,9 @@ def main(spec_path: str) -> int:
         ins.hook_captures()
         guard = Guard(ch)
         guard.watch_clocks(torch)
-        ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard)
-        evaluator = spec["task"].get("evaluator") and spec["stage"] in ("test", "benchmark", "leaderboard")
-        if spec["stage"] != "compile" and not evaluator:
+        ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard, report_fd=report_fd)
+        evaluator = spec.evaluated
+        if spec.stage != "compile" and not evaluator:
             with ins.phase("reference_import"):
                 load_reference(ctx)
             guard.watch_module("reference")
@@ -179,7 +176,7 @@ def main(spec_path: str) -> int:
             from diagnose.worker.evaluator import stage_evaluator
             status = stage_evaluator(ctx)
         else:
-            status = STAGE_FUNCS[spec["stage"]](ctx)
+            status = STAGE_FUNCS[spec.stage](ctx)
     except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission too
         if os.getpid() != pid:    # a fork of the submission unwinding through our frames: not ours
             raise
@@ -197,7 +194,7 @@ def main(spec_path: str) -> int:
     ch.emit("stage_done", status=status, t=time.time())
     sys.stdout.flush()
     sys.stderr.flush()
-    if spec["stage"] != "compile":
+    if spec.stage != "compile":
         ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
         _kill_descendants()
         dog.resume_parent()

@@ -12,13 +12,14 @@ import types
 from dataclasses import dataclass
 
 from diagnose import harness
+from diagnose.protocol import WorkerSpec
 from diagnose.tasks.loader import labels, stage_cases
 from diagnose.worker.instrument import Instruments
 
 
 @dataclass
 class Ctx:
-    spec: dict
+    spec: WorkerSpec
     torch: object
     ins: Instruments
     reference: object = None
@@ -28,6 +29,7 @@ class Ctx:
     judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
     guard: object = None        # worker.guard.Guard: what judges the submission, checked for replacement
     num: object = None          # worker.numerics.Watch: the numeric settings each side computed under
+    report_fd: int | None = None    # evaluator mode: the descriptor the problem's evaluator reports on
 
     @property
     def ch(self):
@@ -78,7 +80,7 @@ def load_reference(ctx: Ctx) -> None:
 
 def import_submission(ctx: Ctx) -> None:
     with ctx.ins.phase("submission_import"):
-        mod = import_module_from(ctx.spec["submission"], "submission", ctx)
+        mod = import_module_from(ctx.spec.submission, "submission", ctx)
     ctx.guard.verify("after the submission's import")
     ctx.kernel = mod.custom_kernel
 
@@ -124,7 +126,7 @@ def stage_compile(ctx: Ctx) -> str:
     `if __name__ == "__main__":` block too, which no stage ever runs. The phase is `script`, not an import."""
     with ctx.ins.phase("script"):
         try:
-            run_as_main(ctx.spec["submission"], ctx)
+            run_as_main(ctx.spec.submission, ctx)
         except SystemExit as e:
             if e.code not in (None, 0):   # a script may end itself with sys.exit(0): the step still passes
                 raise
@@ -134,7 +136,7 @@ def stage_compile(ctx: Ctx) -> str:
 
 def stage_test(ctx: Ctx) -> str:
     import_submission(ctx)
-    cases = ctx.spec["task"]["tests"]
+    cases = ctx.spec.task["tests"]
     for label, case in zip(labels(cases), cases):
         with ctx.ins.phase(f"generate:{label}"):
             data = ctx.generate(**case)
@@ -179,7 +181,7 @@ class _Flush:
 
     def __init__(self, ctx: Ctx, label: str):
         self.ctx, self.buf, self.nbytes, self.scaled = ctx, None, 0, False
-        want = int(ctx.spec.get("flush_bytes") or harness.L2_FLUSH_BYTES)
+        want = int(ctx.spec.flush_bytes or harness.L2_FLUSH_BYTES)
         if ctx.ins.cuda:
             torch = ctx.torch
             torch.cuda.empty_cache()
@@ -208,9 +210,9 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
     predict the rest from its mean and spread.
     """
     torch, cuda = ctx.torch, ctx.ins.cuda
-    full = ctx.spec.get("depth") == "full"
-    max_n = harness.REPEAT_CAP if full else int(ctx.spec.get("sample_repeats", 10))
-    max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.get("sample_seconds", 3.0))
+    full = ctx.spec.depth == "full"
+    max_n = harness.REPEAT_CAP if full else int(ctx.spec.sample_repeats)
+    max_s = harness.CASE_WALL_CAP_S if full else float(ctx.spec.sample_seconds)
     per_call, walls = [], []
     with ctx.ins.exclusive(), ctx.ins.phase(f"timing:{label}", case=label):
         ctx.ins.gpu_quiet()
@@ -247,7 +249,7 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
 
 
 def _bench_cases(ctx: Ctx):
-    cases = stage_cases(ctx.spec["task"], ctx.spec["stage"])
+    cases = stage_cases(ctx.spec.task, ctx.spec.stage)
     return list(zip(labels(cases), cases))
 
 
@@ -288,7 +290,7 @@ def stage_leaderboard(ctx: Ctx) -> str:
 def stage_reference(ctx: Ctx) -> str:
     """Can this machine judge the problem at all? The reference alone, on the first test case: its input,
     its own answer, and its own check of that answer. Runs before any harness stage."""
-    case = ctx.spec["task"]["tests"][0]
+    case = ctx.spec.task["tests"][0]
     label = labels([case])[0]
     with ctx.ins.phase(f"generate:{label}"):
         data = ctx.generate(**case)

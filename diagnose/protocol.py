@@ -1,0 +1,95 @@
+"""The contract between the parent (runner/) and the child worker (worker/): both import it, neither imports
+the other.
+
+Takes nothing; gives the worker spec (one typed record, written by the runner as JSON and read by the
+worker), the environment variable names the two sides pass descriptors through, and the event kinds the
+worker emits with the fields each must carry (the parent's event parser checks them).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+
+MARKER_ENV = "DIAGNOSE_RUN_MARKER"   # set in every process of a run: finds its descendants, detached ones too
+FDS_ENV = "DIAGNOSE_FDS"             # "events,reply,stacks[,report]" descriptor numbers for the worker
+DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"     # the read end of the stack-dump request pipe
+CHILD_ENV = "DIAGNOSE_CHILD"         # for a problem's own evaluator's subprocess: where to send its events
+
+
+NUM = (int, float)
+# Event kinds the worker emits -> the fields each must carry, and their types. The child runs untrusted code:
+# the parent's event parser (runner/events.py) keeps whatever does not fit as an anomaly.
+EVENTS: dict[str, dict[str, tuple]] = {
+    "worker_start": {"stage": (str,)},
+    "env": {},
+    "begin": {"name": (str,)},
+    "end": {"name": (str,)},
+    "capture_begin": {"origin": (str,)},
+    "capture_end": {},
+    "compile": {},
+    "compile_counters": {},
+    "flush": {"bytes": (int,), "wanted": (int,)},
+    "repeat": {"case": (str,), "n": (int,), "per_call_s": NUM},
+    "timing": {"case": (str,), "per_call_s": (list,), "repeat_wall_s": (list,)},
+    "check": {"case": (str,), "ok": (bool,)},
+    "exception": {"type": (str,), "message": (str,)},
+    "worker_error": {"type": (str,), "message": (str,)},
+    "reached": {"line": (int,)},
+    "lock": {"op": (str,), "id": (int,)},
+    "stage_done": {"status": (str,)},
+    "exit_clean": {},
+    "tamper": {"what": (str,)},
+    "needs_gpu": {"reason": (str,)},
+    "evaluator": {"key": (str,), "value": (str,)},
+    "gpu_quiet": {"waited_s": NUM, "quiet": (bool,)},
+    "compile_call": {"caller_line": (int,)},
+    "inductor_config": {"settings": (dict,)},
+    "samples": {"phases": (dict,), "interval_s": NUM},
+    "loops": {"counts": (dict,)},
+    "evaluator_exit": {},
+    "container": {"private": (list,)},
+    "state": {"op": (str,)},
+    "recompile_start": {"code": (str,), "reasons": (list,)},
+    "autotune_config": {"kernel": (str,), "config": (dict,)},
+    "autotune_done": {"kernel": (str,), "winner": (dict,)},
+    "extension_build": {"name": (str,), "seconds": NUM},
+    "extension_build_start": {"name": (str,)},
+    "wrong_detail": {},
+}
+# Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
+# any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
+WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "needs_gpu",
+               "evaluator_exit", "container"}
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """What one child process runs: a stage or (stage "compile") the harness's compile step."""
+    submission: str                  # the submission's path inside the run's container
+    stage: str
+    task: dict                       # the task, as tasks.loader's Task.to_dict
+    budget_s: float
+    root: str                        # the run's container root
+    stacks_prefix: str               # where stack dumps go
+    depth: str = "sample"            # sample | full: predict the timing loops, or run every repeat
+    sample_repeats: int = 10
+    sample_seconds: float = 3.0
+    gpu_lock: bool = False           # ask the parent's arbiter before timing on the GPU
+    flush_bytes: int | None = None   # L2 flush buffer (None: the harness's)
+    watch: list = field(default_factory=list)   # edited lines to report when they execute
+    sample: bool = True              # run the line sampler
+    private_mounts: bool = True      # a private /tmp and /dev/shm where the kernel allows it
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "WorkerSpec":
+        data = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @property
+    def evaluated(self) -> bool:
+        """Judged by the problem's own evaluator, not the worker's model of it."""
+        return bool(self.task.get("evaluator")) and self.stage in ("test", "benchmark", "leaderboard")
