@@ -121,8 +121,8 @@ def _cleared(s: Session) -> list[Finding]:
             if r.exercised is False:
                 out.append(Finding("cleared-acted", claim, f"{rid} never executed its edited lines"))
             if base is not None and info is not None and info.moves_work and r.failed_stage and base.failed_stage:
-                from diagnose.bisector import _later, failure_point
-                if _later(failure_point(r), failure_point(base)):
+                from diagnose.comparison import is_later, failure_point
+                if is_later(failure_point(r), failure_point(base)):
                     out.append(Finding("cleared-acted", claim, f"{rid} failed later, where the moved work ran: "
                                                                f"the work moved, it did not go"))
         if site and info is not None and any(a <= site <= b for k in info.sites for a, b in kinds_at.get(k, [])):

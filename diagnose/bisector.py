@@ -22,19 +22,17 @@ the noise.
 from __future__ import annotations
 
 import math
-import statistics
 
-from diagnose import carried, evidence, hotspots
-from diagnose.evidence import NOISE_ABS, NOISE_REL, confirmations, effective
-from diagnose.measures import geomean, stage_seconds, steady_us
-from diagnose.session import (FAILURES, NO_EVIDENCE, UNEXPLAINED, Cause, Cleared, Confidence, Fix, FixCost,
-                              Inconclusive, Role, Run, Session, Status)
+from diagnose import evidence
+from diagnose.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later, probe_site,
+                                 seconds_saved, single_runs, toggle_rank)
+from diagnose.evidence import confirmations, effective
+from diagnose.fix_choice import choose_fix
+from diagnose.measures import geomean, steady_us
+from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Inconclusive, Role, Run, Session,
+                              Status)
+from diagnose.unfixed import unfixed_cause
 from probes import BY_NAME, ORDER
-
-WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
-         Status.AT_RISK: "the budget risk", Status.TAMPERED: "the tampering"}
-BROKEN_TYPES = ("NameError", "SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError",
-                "UnboundLocalError", "AttributeError")
 
 
 def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
@@ -67,127 +65,12 @@ def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
 
 # -- measurements derived from runs -------------------------------------------------------------------
 
-def _same_variant(session: Session, run: Run) -> list[Run]:
-    return [r for r in session.runs if r.source_sha == run.source_sha and r.role in (run.role, Role.REPEAT)
-            and r.switches.get("warm_cache") == run.switches.get("warm_cache") and r.outcome not in NO_EVIDENCE]
-
-
-def _spread(values: list[float]) -> float:
-    return (max(values) - min(values)) if len(values) > 1 else 0.0
-
-
-def seconds_saved(session: Session, base: Run, run: Run) -> dict[str, dict]:
-    """Per stage: median seconds saved, the noise it must beat, and the budget; only stages both ran."""
-    out = {}
-    bases, variants = _same_variant(session, base), _same_variant(session, run)
-    for st in run.stages:
-        b = base.stage(st.name)
-        if not b or b.status in (Status.SKIPPED,) + NO_EVIDENCE or st.status in (Status.SKIPPED,) + NO_EVIDENCE:
-            continue
-        bv = [x for x in (stage_seconds(r).get(st.name) for r in bases) if x is not None]
-        vv = [x for x in (stage_seconds(r).get(st.name) for r in variants) if x is not None]
-        if not bv or not vv:
-            continue
-        saved = statistics.median(bv) - statistics.median(vv)
-        noise = max(_spread(bv) + _spread(vv), NOISE_REL * statistics.median(bv), NOISE_ABS)
-        out[st.name] = {"saved_s": round(saved, 3), "noise_s": round(noise, 3), "budget_s": st.budget_s,
-                        "claimed": abs(saved) > noise, "samples": [len(bv), len(vv)]}
-    return out
-
 
 # -- how a variant compares with the baseline -----------------------------------------------------------
-
-# Where in a stage's process a failure happened: before the submission ran, in its import, or after it
-# (first calls, checks, timing, exit). Deferring import work moves a failure from the second to the third.
-_BEFORE_IMPORT = ("torch_import", "device_init", "reference_import")
-
-
-def _phase_rank(phase: str | None) -> int:
-    if phase is None or phase in _BEFORE_IMPORT:
-        return 0
-    return 1 if phase == "submission_import" else 2
-
-
-def failure_point(run: Run) -> tuple[int, str, int] | None:
-    """(stage index, stage name, phase rank) of the run's failure: the order says which came later."""
-    st = run.failed_stage
-    if st is None:
-        return None
-    return [s.name for s in run.stages].index(st.name), st.name, _phase_rank(st.phase)
-
-
-def _later(a: tuple, b: tuple) -> bool:
-    """Failure point a comes after b: a later stage, or later in the same stage's process."""
-    return (a[0], a[2]) > (b[0], b[2])
-
-
-def _got_past(run: Run, bp: tuple[int, str] | None) -> bool:
-    """Did the run finish the stage where the baseline failed (or, for a healthy or at-risk baseline,
-    every stage it was given)?"""
-    done = {s.name for s in run.stages if s.status in (Status.OK, Status.AT_RISK)}
-    if bp is not None:
-        return bp[1] in done
-    return bool(run.stages) and all(s.status in (Status.OK, Status.AT_RISK) for s in run.stages)
-
-
-def broken_by_edit(run: Run) -> str | None:
-    """The variant failed because the edit broke the program: an error type an edit makes, raised at an
-    edited line or before the code could run. Returns the error, or None."""
-    st = run.failed_stage
-    if not st or st.status != Status.CRASH or not st.exception:
-        return None
-    typ = st.exception.get("type") or ""
-    if typ not in BROKEN_TYPES:
-        return None
-    at_edit = bool(st.site and st.site.get("line") in set(run.watched))
-    return f"{typ} at line {st.site['line']}" if at_edit or not st.site else f"{st.message}"
-
-
-def compare(session: Session, base: Run, run: Run) -> str:
-    """'same' failure as the baseline, 'fixed', 'moved' (the same kind of failure at a later stage),
-    'different' (failed otherwise), 'broken' (the edit broke the program), or 'unknown' (it says
-    nothing: not run, interrupted, flaky, never exercised). For a probe whose toggle moves work, a moved
-    failure is the same failure."""
-    e, b = effective(session, run), effective(session, base)
-    if e.outcome in NO_EVIDENCE or b.outcome in NO_EVIDENCE or e.flaky:
-        return "unknown"
-    if run.exercised is False:
-        return "unknown"
-    bp, rp = failure_point(base), failure_point(run)
-    if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
-        return "unknown"
-    if e.outcome in FAILURES:
-        base_err = (base.failed_stage.exception or {}).get("type") if base.failed_stage else None
-        err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
-        if broken_by_edit(run) and err != base_err:
-            return "broken"
-        if b.outcome == e.outcome and bp and rp and (bp[1], bp[2]) == (rp[1], rp[2]):
-            return "same"
-        if bp is None or rp is None or not _later(rp, bp):
-            return "different"
-        if e.outcome == b.outcome:     # the same kind of failure, later
-            return "same" if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else "moved"
-        return "fixed"     # it got past the baseline's failure and failed later, on something else
-    if b.outcome == Status.AT_RISK:
-        return "fixed" if e.outcome == Status.OK else "same"
-    return "fixed" if b.outcome in FAILURES else "same"
-
-
-def _singles(session: Session) -> list[Run]:
-    """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
-    active = {p["name"] for p in session.probes if p["state"] == "run"} if session.probes else set(BY_NAME)
-    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
 
 
 def _failing(session: Session, base: Run) -> bool:
     return effective(session, base).outcome in FAILURES + (Status.AT_RISK,)
-
-
-def toggle_rank(t) -> int:
-    """How specific a toggle (or a run of one) is: its probe's rank for the fragment its label holds."""
-    ranks = BY_NAME[t.probe].INFO.ranks
-    frag = next((f for f in ranks if f in (getattr(t, "toggle", None) or getattr(t, "label", "") or "")), None)
-    return ranks[frag] if frag else 1
 
 
 _toggle_rank = toggle_rank
@@ -224,7 +107,7 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
 
 
 def _fixers(session: Session, base: Run) -> list[Run]:
-    return [r for r in _singles(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) in ("fixed", "moved")]
+    return [r for r in single_runs(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) in ("fixed", "moved")]
 
 
 def subsumed(session: Session, base: Run) -> set[str]:
@@ -250,7 +133,7 @@ def conclude(session: Session) -> None:
     base = session.baseline
     if base is None or not base.stages or effective(session, base).outcome in NO_EVIDENCE:
         return
-    singles = _singles(session)
+    singles = single_runs(session)
     verdicts = {r.id: compare(session, base, r) for r in singles}
     _inconclusive(session, base, singles, verdicts)
     failing = _failing(session, base)
@@ -273,7 +156,7 @@ def conclude(session: Session) -> None:
             failed = alone[-1] if alone and (effective(session, base).flaky or not base.failed_stage) else \
                 base if base.failed_stage else None
             if failed is not None:
-                c = _unfixed_cause(session, failed)
+                c = unfixed_cause(session, failed)
                 (session.inconclusive if isinstance(c, Inconclusive) else causes).append(c)
         causes += _time_savers(session, base, singles, verdicts, minimal)
     causes.sort(key=lambda c: (not c.changes_outcome, -max([v["saved_s"] for v in c.seconds_saved.values()
@@ -283,7 +166,7 @@ def conclude(session: Session) -> None:
     session.causes = causes
     blamed = {p for c in causes for p in c.suspects}
     session.cleared = _cleared(session, base, singles, verdicts, blamed, failing)
-    session.fix = _fix(session, base)
+    session.fix = choose_fix(session, base)
 
 
 def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dict) -> None:
@@ -315,20 +198,6 @@ def _describe(probe: str, toggles: list[str]) -> str:
     return mod.describe(toggles) if hasattr(mod, "describe") else mod.INFO.describe
 
 
-def _site(session: Session, probe: str) -> dict | None:
-    kinds = BY_NAME[probe].INFO.sites
-    hit = next((s for s in session.scan if s["suspect"] in kinds), None)
-    return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
-
-
-def _confidence(session: Session, runs: list[Run]) -> tuple[Confidence, bool]:
-    effs = [effective(session, r) for r in runs]
-    confirmed = all(e.confirmed for e in effs)
-    if any(e.flaky for e in effs):
-        return Confidence.LOW, False
-    return (Confidence.HIGH if confirmed else Confidence.MEDIUM), confirmed
-
-
 def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> Cause:
     what = WORDS.get(effective(session, base).outcome, str(base.outcome))
     by = {p: sorted([r for r in fixers if r.probe == p], key=_toggle_rank, reverse=True) for p in minimal}
@@ -352,106 +221,16 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         if reason:
             narrative += f" {reason}"
     deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 else [])
-    conf, confirmed = _confidence(session, deciding)
+    conf, confirmed = confidence_of(session, deciding)
     alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=_toggle_rank, reverse=True)
                     if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]
     best = min((r for p in minimal for r in by[p]), key=lambda r: geomean(steady_us(r).values()) or math.inf,
                default=None)
     return Cause(rank=0, suspects=minimal, kind="mechanism", narrative=narrative, confidence=conf,
-                 changes_outcome=True, evidence=[r.id for r in deciding], site=_site(session, minimal[0]),
-                 sites=[s for s in (_site(session, p) for p in minimal) if s],
+                 changes_outcome=True, evidence=[r.id for r in deciding], site=probe_site(session, minimal[0]),
+                 sites=[s for s in (probe_site(session, p) for p in minimal) if s],
                  seconds_saved=seconds_saved(session, base, best) if best else {}, confirmed=confirmed,
                  alternatives=alternatives)
-
-
-def _user_site(session: Session, site: dict | None) -> dict | None:
-    """A site in the run's copy of the submission, as the user's own file and line."""
-    if not site:
-        return None
-    from diagnose.summary import source_line
-    return {"file": session.submission.get("path"), "line": site["line"], "code": source_line(session, site["line"]),
-            "func": site.get("func")}
-
-
-def _unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
-    st = base.failed_stage
-    site = _user_site(session, st.site)
-    moved = next((r for r in _singles(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
-                  and failure_point(r) and _later(failure_point(r), failure_point(base))), None)
-    conf, confirmed = _confidence(session, [base])
-    lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
-    if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
-        return Cause(rank=0, suspects=["extension_build"], kind="stale_lock", confidence=conf, changes_outcome=False,
-                     narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
-                               f"extensions for the stage; a build longer than its limit never gets there.",
-                     evidence=[base.id], site=site, confirmed=confirmed)
-    hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
-    owner = hotspots.MECHANISM_PROBES.get((hot or {}).get("mechanism") or "")
-    if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
-        sec = st.phase_s("submission_import")
-        where = f" (line {site['line']})" if site else ""
-        inside = f", inside {hotspots.MECHANISM_WORDS[hot['mechanism']]}," if owner else ""
-        narrative = (f"The work itself is too slow: {sec:.1f} s at import{where}{inside} until the deadline, and "
-                     f"deferring it only moves it: {moved.id} ({moved.toggle}) then times out in "
-                     f"{moved.failed_stage.name}/{moved.failed_stage.phase}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot['mechanism'], '') if owner else ''}.")
-        conf, confirmed = _confidence(session, [base, moved])
-        return Cause(rank=0, suspects=[owner or moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
-                     changes_outcome=False, evidence=[base.id, moved.id],
-                     site=site if owner else _site(session, moved.probe), confirmed=confirmed)
-    none = "no probe found a suspect to toggle" if not _singles(session) else \
-        "no probe toggle and no combination of them changed that"
-    if hot:
-        hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
-        # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
-        # toggle of it could be made or verified
-        return Cause(rank=0, suspects=[owner] if owner else [], kind="hot_spot", confidence=conf,
-                     changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
-                     evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
-    if st.status == Status.TIMEOUT and site is None:
-        # Neither the stacks at the deadline nor the sampler put the time in the submission's code: a bug
-        # there is a guess, as is anything else. Say where the run was, and no more.
-        last = next((p.name for p in reversed(st.phases) if p.name), None)
-        after = f", after its phase {last}" if last else ""
-        return Inconclusive(probe=UNEXPLAINED, evidence=[base.id], reason=(
-            f"{base.id} timed out in {st.name}{after}, but no stack at the deadline and no sample of its run "
-            f"was in the submission's code, and {none}; what held it cannot be named from these runs"))
-    where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
-    if st.status == Status.WRONG:
-        ret = _return_line(session)
-        site = site or ret
-        at = f" (it returns at line {ret['line']})" if ret else ""
-        narrative = (f"The submission's custom_kernel{at} returns a wrong result for "
-                     f"{st.phase.split(':', 1)[-1] if st.phase else 'a case'} in {st.name}: {st.message}; {none}: "
-                     f"the cause is in that code itself.")
-    else:
-        where = f"line {site['line']}" if site else where
-        if st.status == Status.TIMEOUT:   # at the deadline it was there: stuck or slow, the stacks alone cannot say
-            narrative = (f"The submission was still running at {where} when the {st.budget_s:g} s budget of {st.name}"
-                         + (f" ({st.phase})" if st.phase else "") + f" ran out; {none}: the cause is in that code "
-                         f"itself.")
-        else:
-            narrative = (f"The submission fails ({st.status}: {st.message}) at {where} in {st.name}" +
-                         (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
-    return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
-                 narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
-
-
-def _return_line(session: Session) -> dict | None:
-    """Where custom_kernel returns its result (for a wrong result, the line that produced it)."""
-    import ast
-    try:
-        tree = ast.parse(session.submission.get("source") or "")
-    except (SyntaxError, RecursionError, ValueError):
-        return None
-    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel"), None)
-    ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return)] if fn else []
-    if not ret:
-        return None
-    from diagnose.summary import source_line
-    line = ret[-1].lineno
-    return {"file": session.submission.get("path"), "line": line, "code": source_line(session, line)}
 
 
 def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict, minimal: list[str]) -> list[Cause]:
@@ -472,7 +251,7 @@ def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict
         out.append(Cause(rank=0, suspects=[r.probe], kind="mechanism", confidence=conf, changes_outcome=False,
                          narrative=f"{r.toggle} saves {v['saved_s']:.1f} s in {k} (noise ±{v['noise_s']:.1f} s) "
                                    f"without changing the outcome.",
-                         evidence=[base.id, r.id], site=_site(session, r.probe), seconds_saved=saved))
+                         evidence=[base.id, r.id], site=probe_site(session, r.probe), seconds_saved=saved))
     return out
 
 
@@ -493,7 +272,7 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
                        f"{info.describe} at all, so the toggle had nothing to remove; this says nothing about it")]
             continue
         bp = failure_point(base)
-        moved = [r for r in used if bp and failure_point(r) and _later(failure_point(r), bp)]
+        moved = [r for r in used if bp and failure_point(r) and is_later(failure_point(r), bp)]
         if moved and BY_NAME[probe].INFO.moves_work:
             # the failure came back later, where the moved work now runs: that work is part of it, and
             # moving it is no fix; neither cleared nor a cause of its own
@@ -515,66 +294,3 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
     return out
 
 
-# Two H100 runs of one Round 9 variant differed by up to 1.7 % in steady state (92.5 and 94.1 µs per call)
-FIX_TIE_REL = 0.02
-
-
-def _fix(session: Session, base: Run) -> Fix | None:
-    if effective(session, base).outcome == Status.OK:
-        return None
-    # A fix must have gone through every stage the baseline was given (a run that stopped at the failing
-    # stage has not shown that it fits the later budgets), and may not be a doubtful pass.
-    wanted = [s.name for s in base.stages]
-    good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
-            and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
-            and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
-            and [s.name for s in r.stages] == wanted and all(s.status == Status.OK for s in r.stages)
-            and effective(session, r).outcome == Status.OK]
-    if not good:
-        return None
-    scored = sorted(((geomean(steady_us(r).values()) or math.inf, r) for r in good), key=lambda x: x[0])
-    best_us, best = scored[0]
-    # Within run-to-run noise of the fastest, the fix that names the mechanism wins (it is the one the cause
-    # points at); beyond it, speed decides.
-    near = [(us, r) for us, r in scored if best_us != math.inf and us <= best_us * (1 + FIX_TIE_REL)]
-    if near:
-        best_us, best = max(near, key=lambda x: (toggle_rank(x[1]) if x[1].probe in BY_NAME else 0, -x[0]))
-    elif best_us == math.inf:
-        # No benchmark ran, so no steady state can choose: the toggle of the top cause's suspect, then the one
-        # that names a mechanism, is the fix (compile off also passes a recompile storm, but says nothing).
-        top = set(session.causes[0].suspects) if session.causes else set()
-        best = max((r for _, r in scored), key=lambda r: (r.probe in top, toggle_rank(r) if r.probe in BY_NAME else 0))
-    seen, costs = set(), []
-    for us, r in scored:
-        if r.source_sha in seen:
-            continue
-        seen.add(r.source_sha)
-        costs.append(FixCost(run=r.id, probe=r.probe, toggle=r.toggle,
-                             steady_us=round(us, 2) if us != math.inf else None,
-                             per_case_us={k: round(v, 2) for k, v in steady_us(r).items()},
-                             delta_us=round(us - best_us, 2) if us != math.inf and best_us != math.inf else None))
-    return Fix(diff=best.variant, steady_us=round(best_us, 2) if best_us != math.inf else None, run=best.id,
-               toggle=best.toggle, probe=best.probe, costs=costs)
-
-
-def doubtful_evidence(session: Session) -> list[Run]:
-    """Runs that the verdict, a cause or the fix rests on and that need a solo rerun to be trusted.
-    Suspects cleared on doubtful runs are not rerun (that could cost a full budget each): they are
-    reported as unconfirmed instead."""
-    ids = [session.verdict.runs[0]] if session.verdict.runs else []
-    base = session.baseline
-    if base is not None:
-        ids.append(base.id)
-    for c in session.causes:
-        ids += c.evidence
-    if session.fix:
-        ids.append(session.fix.run)
-    out, seen = [], set()
-    for rid in ids:
-        r = session.run(rid)
-        if r is None or rid in seen or r.role == Role.CONFIRM:
-            continue
-        seen.add(rid)
-        if evidence.run_doubt(r) and not evidence.confirmations(session, r):
-            out.append(r)
-    return out

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose import summary
-from diagnose.bisector import FIX_TIE_REL
+from diagnose.fix_choice import FIX_TIE_REL
 from diagnose.session import Session, Status
 
 KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",

@@ -19,7 +19,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from diagnose import bisector, carried, evidence, summary
+from diagnose import bisector, carried, comparison, evidence, fix_choice, summary
 from diagnose.edits import edited_lines, unified_diff
 from diagnose.errors import BadInput
 from diagnose.runner import Job, Runner
@@ -328,7 +328,7 @@ class Engine:
             self._conclude()
             if self.opts.confirm:
                 for _ in range(2):    # a confirmation can change which runs the conclusions rest on
-                    todo = bisector.doubtful_evidence(s)
+                    todo = fix_choice.doubtful_evidence(s)
                     if not todo or self.stop.is_set():
                         break
                     self._confirm(todo)
@@ -458,7 +458,7 @@ class Engine:
 
     def fails_with(self, keep: list[str], removers: dict[str, Toggle], wait: bool = True) -> bool | None:
         """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
-        stages up to the one that failed: they tell. None when the run cannot tell (see bisector.compare)."""
+        stages up to the one that failed: they tell. None when the run cannot tell (see comparison.compare)."""
         try:
             source = self._combined(keep, removers)
         except Exception:  # noqa: BLE001 - a toggle that cannot apply to this combination: it tells nothing
@@ -480,7 +480,7 @@ class Engine:
             return None
         if not self._wait(self._states[run.id].done):
             return None
-        verdict = bisector.compare(self.session, base, run) if run is not base else "same"
+        verdict = comparison.compare(self.session, base, run) if run is not base else "same"
         return {"same": True, "fixed": False, "moved": False}.get(verdict)
 
     @staticmethod
@@ -488,7 +488,7 @@ class Engine:
         # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
         # would take the recompiles or the fullgraph failure away with it)
         return list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
-                             if r in removers and r not in keep and bisector.toggle_rank(removers[r]) == 0]
+                             if r in removers and r not in keep and comparison.toggle_rank(removers[r]) == 0]
 
     def _combined(self, keep: list[str], removers: dict[str, Toggle]) -> str:
         source = self.sub.source

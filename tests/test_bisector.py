@@ -1,7 +1,7 @@
 """The bisector on hand-built sessions: no process runs here."""
 import json
 
-from diagnose import bisector
+from diagnose import bisector, comparison
 from diagnose.session import Role, Session, Status
 from tests.builders import run, session
 
@@ -96,7 +96,7 @@ def test_noise_is_not_claimed_as_an_effect():
     s = session(base + v)
     analyze(s, ["warmup"], fails=lambda keep: False)
     assert [c for c in s.causes if not c.changes_outcome] == []
-    saved = bisector.seconds_saved(s, base[0], v[0])
+    saved = comparison.seconds_saved(s, base[0], v[0])
     assert not any(x["claimed"] for x in saved.values())
     assert saved["test"]["noise_s"] >= 3.0    # the baseline's own spread
 
@@ -114,7 +114,7 @@ def test_time_saving_confidence_follows_the_effect_against_the_noise():
     s2 = session([base2, small])
     analyze(s2, [], fails=lambda k: False)
     assert s2.causes == []   # healthy: saving time it does not need is not a cause
-    saved = bisector.seconds_saved(s2, base2, small)
+    saved = comparison.seconds_saved(s2, base2, small)
     assert saved["test"]["saved_s"] == 0.35 and saved["test"]["claimed"]
 
 
