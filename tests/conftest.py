@@ -28,7 +28,7 @@ def own_tmpdir(tmp_path, monkeypatch):
 def _is_keeper(p) -> bool:
     """The runner's keeper lives as long as the process that started it (this one, for in-process
     runner tests): not a leak."""
-    from diagnose.runner.isolate import KEEPER_TAG
+    from diagnose.runner.process_tree import KEEPER_TAG
     try:
         return KEEPER_TAG in p.cmdline()
     except psutil.Error:

@@ -18,7 +18,6 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 """
 from __future__ import annotations
 
-import ctypes
 import glob
 import os
 import select
@@ -36,64 +35,16 @@ import psutil
 from diagnose.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.events import EventParser
+from diagnose.runner.process_tree import ProcessTree, become_subreaper, ensure_keeper, host_cpu_s
+from diagnose.runner.stacks import ask_for_stacks, signame, tail_of
 
 TAIL_BYTES = 32 * 1024
 POLL_S = 0.1
-STACK_GRACE_S = 2.0
 REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its report descriptor
 
 
-def _become_subreaper() -> None:
-    """Orphaned descendants re-parent to us instead of init, so a detached fork stays findable."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
+become_subreaper()
 
-
-_become_subreaper()
-
-# A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the
-# worker that would may already be gone; so a keeper outside every run's process group and session
-# continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and
-# the keeper removes our temporary directories (TMP_PREFIX + our pid), then leaves.
-TMP_PREFIX = "diagnose-"
-KEEPER_TAG = "diagnose-keeper"     # in its command line: it lives as long as the process that started it
-_KEEPER_SRC = """
-import glob, os, shutil, signal, sys, tempfile, time
-p = int(sys.argv[1])
-while os.getppid() == p:
-    try:
-        with open(f"/proc/{p}/stat") as fh:
-            if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
-                os.kill(p, signal.SIGCONT)
-    except (OSError, IndexError):
-        break
-    time.sleep(0.1)
-for _ in range(3):
-    left = glob.glob(os.path.join(tempfile.gettempdir(), sys.argv[2] + str(p) + "-*"))
-    if not left:
-        break
-    for d in left:
-        shutil.rmtree(d, ignore_errors=True)
-    time.sleep(0.2)
-"""
-_keeper: subprocess.Popen | None = None
-_keeper_lock = threading.Lock()
-
-
-def _ensure_keeper() -> None:
-    global _keeper
-    with _keeper_lock:
-        if _keeper is not None and _keeper.poll() is None:
-            return
-        try:
-            _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX,
-                                        KEEPER_TAG],
-                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                       stderr=subprocess.DEVNULL, start_new_session=True)
-        except OSError:
-            _keeper = None
 
 
 @dataclass
@@ -147,140 +98,6 @@ class _Tail(threading.Thread):
         return bytes(self.buf[-self.cap:]).decode("utf-8", "replace")
 
 
-def _host_cpu_s() -> float | None:
-    """CPU seconds every CPU of the host has been busy since boot (/proc/stat), idle and iowait excluded."""
-    try:
-        with open("/proc/stat") as fh:
-            f = [int(x) for x in fh.readline().split()[1:]]
-    except (OSError, ValueError):
-        return None
-    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)
-    return busy / os.sysconf("SC_CLK_TCK")
-
-
-def _run_delay_s(pid: int) -> float | None:
-    """Seconds this process's main thread was runnable but waiting for a CPU (Linux schedstat)."""
-    try:
-        with open(f"/proc/{pid}/schedstat") as fh:
-            return int(fh.read().split()[1]) / 1e9
-    except (OSError, ValueError, IndexError):
-        return None
-
-
-class _Tree:
-    """Every process of this run we have seen, keyed by (pid, create_time) so a reused pid is not ours."""
-
-    def __init__(self, root: psutil.Process, marker: str):
-        self.root, self.marker = root, marker
-        self.sid = os.getsid(root.pid)
-        self.procs: dict[tuple[int, float], psutil.Process] = {}
-        self.cpu: dict[tuple[int, float], tuple[float, float]] = {}
-        self.delay: dict[tuple[int, float], float] = {}
-
-    def _add(self, p: psutil.Process):
-        try:
-            self.procs.setdefault((p.pid, p.create_time()), p)
-        except psutil.Error:
-            pass
-
-    def scan(self) -> None:
-        self._add(self.root)
-        for p in list(self.procs.values()):
-            try:
-                for c in p.children(recursive=True):
-                    self._add(c)
-            except psutil.Error:
-                pass
-        try:
-            ours = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            ours = []
-        for c in ours:  # orphans re-parented to us (subreaper): ours by marker, or by session
-            try:  # one zombie or vanished process must not hide the others
-                key = (c.pid, c.create_time())
-                if key in self.procs:
-                    continue
-                if os.getsid(c.pid) == self.sid or c.environ().get(MARKER) == self.marker:
-                    self.procs[key] = c
-            except (psutil.Error, OSError):
-                continue
-
-    def measure(self) -> float:
-        rss = 0.0
-        for key, p in list(self.procs.items()):
-            try:
-                with p.oneshot():
-                    rss += p.memory_info().rss
-                    t = p.cpu_times()
-                    self.cpu[key] = (t.user + t.children_user, t.system + t.children_system)
-            except psutil.Error:
-                continue
-            d = _run_delay_s(key[0])
-            if d is not None:
-                self.delay[key] = d
-        return rss / 2**20
-
-    def alive(self) -> list[psutil.Process]:
-        out = []
-        for p in self.procs.values():
-            try:
-                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
-                    out.append(p)
-            except psutil.Error:
-                pass
-        return out
-
-    def _reap(self) -> None:
-        """Orphans re-parented to us are our children now: collect their exit status, or they linger
-        as zombies for as long as this process lives."""
-        for p in self.procs.values():
-            try:
-                if p.ppid() == os.getpid():
-                    os.waitpid(p.pid, os.WNOHANG)
-            except (psutil.Error, ChildProcessError, OSError):
-                pass
-
-    def signal(self, pgid: int, sig: int) -> None:
-        """Stop or continue the whole run: its process group, and any tracked process that left it."""
-        try:
-            os.killpg(pgid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-        for p in list(self.procs.values()):
-            try:
-                if os.getpgid(p.pid) != pgid:
-                    p.send_signal(sig)
-            except (psutil.Error, OSError):
-                pass
-
-    def kill_all(self, pgid: int) -> list[int]:
-        """SIGKILL the group and every tracked process until none is left; return any survivors."""
-        deadline = time.time() + 5.0
-        # Freeze first, then look: a process that dies before we have seen its descendants hands them
-        # to us as orphans without a marker, and a frozen tree cannot fork any more of them.
-        self.scan()
-        self.signal(pgid, signal.SIGSTOP)
-        self.scan()
-        while True:
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-            self.scan()
-            alive = self.alive()
-            for p in alive:
-                try:
-                    p.kill()
-                except psutil.Error:
-                    pass
-            if not alive:
-                self._reap()
-                return []
-            if time.time() > deadline:
-                return [p.pid for p in alive]
-            time.sleep(0.05)
-
-
 @dataclass
 class Limits:
     budget_s: float
@@ -293,7 +110,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
     a descriptor for a problem evaluator's own report, read back into ChildResult.report."""
-    _ensure_keeper()
+    ensure_keeper()
     marker = uuid.uuid4().hex
     owner = owner or marker
     ev_r, ev_w = os.pipe()
@@ -320,13 +137,13 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     res.pid = proc.pid
     out, err = _Tail(proc.stdout), _Tail(proc.stderr)
     parser = EventParser(worker_pid=proc.pid)
-    tree = _Tree(psutil.Process(proc.pid), marker)
+    tree = ProcessTree(psutil.Process(proc.pid), marker)
     overlapped: set[str] = set()
     if arbiter:
         arbiter.register(owner, lambda on: tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
     loads: list[float] = []
     cpus = os.cpu_count() or 1
-    host0 = _host_cpu_s()
+    host0 = host_cpu_s()
 
     def grant(lock_id: int):
         try:
@@ -400,7 +217,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                             spawned += 1
                         except OSError:
                             pass
-                res.kernel_waits = _ask_for_stacks(proc, stacks_rd, dump_w,
+                res.kernel_waits = ask_for_stacks(proc, stacks_rd, dump_w,
                                                    dump_tid if isinstance(dump_tid, int) else None)
                 if spawned:
                     time.sleep(0.5)     # their files, too, need a moment
@@ -422,12 +239,12 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     if popcorn:
         popcorn.join(2.0)
         res.report = popcorn.text()
-    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, _signame(-rc))
+    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
     res.cpu_s = sum(u + s for u, s in tree.cpu.values())
     res.user_s = sum(u for u, _ in tree.cpu.values())
     res.run_delay_s = round(sum(tree.delay.values()), 3)
     res.load_per_cpu = round(sum(loads) / len(loads), 3) if loads else round(os.getloadavg()[0] / cpus, 3)
-    host1 = _host_cpu_s()
+    host1 = host_cpu_s()
     if host0 is not None and host1 is not None:
         # what the rest of the host (other runs, other programs) kept the CPUs busy with meanwhile: a
         # measure that CPU hogs cannot escape, unlike the load average, which lags by a minute
@@ -445,7 +262,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
-    res.stacks = _tail_of(stacks_rd, 64 * 1024)
+    res.stacks = tail_of(stacks_rd, 64 * 1024)
     os.close(stacks_rd)
     os.close(dump_w)
     for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
@@ -454,7 +271,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         except OSError:
             continue
         try:
-            text = _tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+            text = tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
         finally:
             os.close(fd)
         if text.strip():
@@ -462,92 +279,6 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     if not res.stacks.strip() and res.kernel_waits:
         res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
     return res
-
-
-_TGKILL = {"x86_64": 234, "aarch64": 131}
-
-
-def _tgkill(pid: int, tid: int, sig: int) -> bool:
-    """Signal one thread of a process: the child's watchdog thread, which is always asleep and never
-    blocks the signal, so the request for stacks is answered even when the main thread is stuck inside
-    the GPU driver."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    fn = getattr(libc, "tgkill", None)
-    if fn is not None:
-        return fn(pid, tid, sig) == 0
-    nr = _TGKILL.get(os.uname().machine)
-    return nr is not None and libc.syscall(nr, pid, tid, sig) == 0
-
-
-def _kernel_waits(pid: int) -> str:
-    """Each thread's state and kernel wait channel: what little the kernel can say when Python cannot."""
-    lines = []
-    try:
-        for tid in sorted(os.listdir(f"/proc/{pid}/task"), key=int)[:32]:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/stat") as fh:
-                    stat = fh.read()
-                name = stat[stat.index("(") + 1: stat.rindex(")")]
-                state = stat.rsplit(")", 1)[1].split()[0]
-                with open(f"/proc/{pid}/task/{tid}/wchan") as fh:
-                    wchan = fh.read().strip() or "-"
-                lines.append(f"thread {tid} ({name}): state {state}, waiting in {wchan}")
-            except (OSError, ValueError):
-                continue
-    except OSError:
-        pass
-    return "\n".join(lines)
-
-
-def _signame(n: int) -> str:
-    try:
-        return signal.Signals(n).name
-    except ValueError:
-        return f"signal {n}"
-
-
-def _tail_of(fd: int, cap: int) -> str:
-    """The last `cap` bytes of a regular file, read through a descriptor we hold."""
-    try:
-        size = os.fstat(fd).st_size
-        return os.pread(fd, cap, max(0, size - cap)).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
-
-
-def _ask_for_stacks(proc: subprocess.Popen, stacks_rd: int, dump_w: int, dump_tid: int | None) -> str:
-    """Ask the child for every thread's stack and wait until the stacks file stops growing. First through
-    the dump pipe, which its watchdog thread reads between naps: that thread runs whenever the main thread
-    waits in C with the GIL released, as in a CUDA synchronize, where a signal sent to a CUDA process was
-    seen to write nothing. Then, if nothing came, SIGUSR1 to that thread (faulthandler's C handler, for a
-    main thread that holds the GIL). If still nothing, what the kernel says each thread waits in."""
-    try:
-        os.write(dump_w, b"d")
-    except OSError:
-        pass
-    if _grown(proc, stacks_rd, 1.0):
-        return ""
-    try:
-        if not (dump_tid and _tgkill(proc.pid, dump_tid, signal.SIGUSR1)):
-            proc.send_signal(signal.SIGUSR1)
-    except ProcessLookupError:
-        return ""
-    return "" if _grown(proc, stacks_rd, STACK_GRACE_S) else _kernel_waits(proc.pid)
-
-
-def _grown(proc: subprocess.Popen, stacks_rd: int, wait_s: float) -> bool:
-    """Whether the stacks file got content within wait_s; returns once it stops growing."""
-    end, last, size = time.time() + wait_s, -1, 0
-    while time.time() < end and proc.poll() is None:
-        time.sleep(0.1)
-        try:
-            size = os.fstat(stacks_rd).st_size
-        except OSError:
-            size = 0
-        if size and size == last:
-            return True
-        last = size
-    return bool(size)
 
 
 def python_argv(spec_path: str) -> list[str]:

@@ -24,7 +24,8 @@ from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.container import Container, changed, group_of
 from diagnose.protocol import WorkerSpec
-from diagnose.runner.isolate import TMP_PREFIX, Limits, python_argv, run_child
+from diagnose.runner.isolate import Limits, python_argv, run_child
+from diagnose.runner.process_tree import TMP_PREFIX
 from diagnose.runner.timeline import build_stage, predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
 from diagnose.tasks.loader import Task, stage_files

@@ -1,4 +1,5 @@
 """Static source scan: find every suspect's site (file:line) without executing the submission."""
-from diagnose.scan.scanner import ScanResult, scan_source
+from diagnose.scan.model import ScanResult
+from diagnose.scan.scanner import scan_source
 
 __all__ = ["ScanResult", "scan_source"]

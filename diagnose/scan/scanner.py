@@ -24,127 +24,20 @@ nested for the parser) yields an empty result with the reason, never an exceptio
 from __future__ import annotations
 
 import ast
-from dataclasses import asdict, dataclass, field
 
 from diagnose.scan.aliases import Aliases
-
-COMPILE = "torch.compile"
-AUTOTUNE = "triton.autotune"
-EXTENSION_LOADS = {"torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load"}
-CAPTURE_CTX = {"torch.cuda.graph", "torch.cuda.graphs.graph"}
-GRAPHED = {"torch.cuda.make_graphed_callables", "torch.cuda.graphs.make_graphed_callables"}
-CONFIG_PREFIXES = ("torch._dynamo.config", "torch._inductor.config")
-COMPILE_KWS = ("mode", "fullgraph", "dynamic", "backend", "options")
-TIME_FUNCS = {"time.time", "time.perf_counter", "time.monotonic", "time.perf_counter_ns", "time.time_ns"}
-CHEAP_CALLS = {"dict", "list", "set", "tuple", "super", "object", "len", "int", "float", "str", "print",
-               "isinstance", "getattr", "setattr", "hasattr", "range", "enumerate", "zip", "min", "max", "sorted",
-               "defaultdict", "OrderedDict", "Lock", "RLock"}
-SETTINGS_CALLS = ("torch.manual_seed", "torch.set_", "torch.backends", "torch.use_deterministic", "torch._dynamo.config",
-                  "torch._inductor.config", "random.seed", "warnings.", "logging.", "os.environ")
+from diagnose.scan.model import Functions, ScanResult, Site, literal, span
+from diagnose.scan.names import COMPILE, COMPILE_KWS, CONFIG_PREFIXES
+from diagnose.scan.runtime import RuntimeFinders
 
 
-def span(node: ast.AST) -> list[int]:
-    return [node.lineno, node.col_offset, node.end_lineno, node.end_col_offset]
-
-
-@dataclass
-class Site:
-    suspect: str
-    line: int
-    end_line: int
-    code: str
-    details: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-@dataclass
-class ScanResult:
-    sites: list[Site]
-    compiled: dict[str, int]          # compiled function name -> compile-site ordinal
-    entry_is_def: bool
-    error: str = ""                   # why the source could not be scanned, if it could not
-    loops: dict[int, dict] = field(default_factory=dict)   # every counted loop, by header line
-
-    def of(self, suspect: str) -> list[Site]:
-        return [s for s in self.sites if s.suspect == suspect]
-
-    def at(self, line: int, suspect: str | None = None) -> list[Site]:
-        return [s for s in self.sites if s.line <= line <= s.end_line and (suspect is None or s.suspect == suspect)]
-
-    def to_list(self) -> list[dict]:
-        return [s.to_dict() for s in self.sites]
-
-
-def _literal(node: ast.AST):
-    try:
-        return ast.literal_eval(node)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError):
-        return None
-
-
-class _Functions(ast.NodeVisitor):
-    """Table of this file's functions ('f', 'Cls.m', and nested defs under their bare name), which
-    names each one calls, and module-level constant assignments (for counts given by name)."""
-
-    def __init__(self, tree: ast.Module):
-        self.defs: dict[str, ast.AST] = {}
-        self.classes: dict[str, ast.ClassDef] = {}
-        self.cls: list[str] = []
-        self.depth = 0
-        self.visit(tree)
-        self.methods = {n.split(".")[1] for n in self.defs if "." in n}
-
-    def visit_ClassDef(self, node):
-        self.classes[node.name] = node
-        self.cls.append(node.name)
-        self.generic_visit(node)
-        self.cls.pop()
-
-    def visit_FunctionDef(self, node):
-        key = f"{self.cls[-1]}.{node.name}" if self.cls and self.depth == 0 else node.name
-        self.defs.setdefault(key, node)
-        self.defs.setdefault(node.name, node)        # a closure or nested helper is called by its bare name
-        self.depth += 1
-        self.generic_visit(node)
-        self.depth -= 1
-
-    visit_AsyncFunctionDef = visit_FunctionDef
-
-    def callees(self, node: ast.AST, owner: str | None) -> set[str]:
-        """Keys this node calls: plain names, self.m() in the same class, Cls() -> Cls.__init__, x.m()."""
-        out = set()
-        for n in ast.walk(node):
-            if not isinstance(n, ast.Call):
-                continue
-            f = n.func
-            if isinstance(f, ast.Name):
-                out.add(f.id)
-                if f.id in self.classes:
-                    out.add(f"{f.id}.__init__")
-            elif isinstance(f, ast.Attribute):
-                if isinstance(f.value, ast.Name) and f.value.id == "self" and owner:
-                    out.add(f"{owner}.{f.attr}")
-                elif f.attr in self.methods:
-                    out |= {k for k in self.defs if k.endswith("." + f.attr)}
-                if isinstance(f.value, ast.Name):
-                    out.add(f"{f.value.id}.{f.attr}")
-                out.add(f.attr)
-            # functions passed along (map(fn, ...), partial(fn)) are reached too
-            for a in n.args:
-                if isinstance(a, ast.Name) and a.id in self.defs:
-                    out.add(a.id)
-        return out
-
-
-class Scanner:
+class Scanner(RuntimeFinders):
     def __init__(self, source: str, tree: ast.Module):
         self.source = source
         self.lines = source.splitlines()
         self.tree = tree
         self.alias = Aliases(tree)
-        self.funcs = _Functions(tree)
+        self.funcs = Functions(tree)
         self.sites: list[Site] = []
         self.compiled: dict[str, int] = {}
         self._parents: dict[ast.AST, ast.AST] = {}
@@ -164,7 +57,7 @@ class Scanner:
             if isinstance(node, ast.Assign) and len(node.targets) == 1:
                 parent = self._parents.get(node)
                 t = node.targets[0]
-                val = _literal(node.value)
+                val = literal(node.value)
                 if val is None:
                     continue
                 if isinstance(parent, ast.Module) and isinstance(t, ast.Name):
@@ -178,7 +71,7 @@ class Scanner:
 
     def value_of(self, node: ast.AST):
         """A count written as a literal, a constant's name, CFG['key'], CFG.get('key', d) or self.attr."""
-        lit = _literal(node)
+        lit = literal(node)
         if lit is not None:
             return lit
         if isinstance(node, ast.Name):
@@ -187,13 +80,13 @@ class Scanner:
             return self.constants.get(ast.unparse(node))
         if isinstance(node, ast.Subscript):
             base = self.value_of(node.value)
-            key = _literal(node.slice)
+            key = literal(node.slice)
             if isinstance(base, dict):
                 return base.get(key)
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get":
             base = self.value_of(node.func.value)
             if isinstance(base, dict) and node.args:
-                return base.get(_literal(node.args[0]), _literal(node.args[1]) if len(node.args) > 1 else None)
+                return base.get(literal(node.args[0]), literal(node.args[1]) if len(node.args) > 1 else None)
         return None
 
     def enclosing(self, node: ast.AST) -> tuple[str | None, str | None]:
@@ -261,7 +154,7 @@ class Scanner:
             return
         for kw in call.keywords:
             if kw.arg in COMPILE_KWS:
-                val = _literal(kw.value)
+                val = literal(kw.value)
                 d["kw"][kw.arg] = val if val is not None or isinstance(kw.value, ast.Constant) else \
                     ast.get_source_segment(self.source, kw.value)
                 d["kw_spans"][kw.arg] = span(kw.value)
@@ -345,185 +238,9 @@ class Scanner:
             for t in targets:
                 q = self.alias.qualname(t)
                 if q and q.startswith(CONFIG_PREFIXES):
-                    d = {"setting": q, "value": _literal(node.value) if isinstance(node, ast.Assign) else None,
+                    d = {"setting": q, "value": literal(node.value) if isinstance(node, ast.Assign) else None,
                          "value_span": span(node.value) if isinstance(node, ast.Assign) else None}
                     self.sites.append(Site("config", node.lineno, node.end_lineno, self.code(node.lineno), d))
-
-    # -- capture -----------------------------------------------------------------------------------
-    def _direct(self, body: ast.AST) -> list[dict]:
-        """Calls to compiled functions written inside a capture block itself."""
-        out = []
-        for c in ast.walk(body):
-            if not isinstance(c, ast.Call):
-                continue
-            f = c.func
-            if isinstance(f, ast.Name) and f.id in self.compiled:
-                out.append({"name": f.id, "span": span(f)})
-            elif isinstance(f, ast.Attribute) and ast.unparse(f) in self.compiled:
-                out.append({"name": ast.unparse(f), "span": span(f)})
-            elif isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) and f.value.id == "self" \
-                    and f.attr in self.compiled:
-                out.append({"name": f.attr, "span": span(f)})
-        return out
-
-    def find_capture(self) -> None:
-        for node in ast.walk(self.tree):
-            if isinstance(node, (ast.With, ast.AsyncWith)):
-                for item in node.items:
-                    ce = item.context_expr
-                    if isinstance(ce, ast.Call) and self.alias.qualname(ce.func) in CAPTURE_CTX:
-                        fn, cls = self.enclosing(node)
-                        body = ast.Module(body=node.body, type_ignores=[])
-                        d = {"kind": "graph_context", "function": fn, "with_span": span(node),
-                             "item_span": span(ce), "n_items": len(node.items),
-                             "body_lines": [node.body[0].lineno, node.body[-1].end_lineno],
-                             "graph_arg": ast.unparse(ce.args[0]) if ce.args else None,
-                             "assigned": sorted({t.id for s in ast.walk(body) if isinstance(s, ast.Assign)
-                                                 for t in s.targets if isinstance(t, ast.Name)}),
-                             "calls_compiled": self.reaches_compiled(body, cls), "direct_compiled": self._direct(body)}
-                        self.sites.append(Site("capture", node.lineno, node.end_lineno, self.code(node.lineno), d))
-            elif isinstance(node, ast.Call):
-                q = self.alias.qualname(node.func)
-                fn, cls = self.enclosing(node)
-                if q in GRAPHED:
-                    d = {"kind": "make_graphed_callables", "function": fn, "span": span(node),
-                         "calls_compiled": [a.id for a in node.args[:1] if isinstance(a, ast.Name)
-                                            and a.id in self.compiled]}
-                    self.sites.append(Site("capture", node.lineno, node.end_lineno, self.code(node.lineno), d))
-                elif isinstance(node.func, ast.Attribute) and node.func.attr == "capture_begin":
-                    scope = self.funcs.defs.get(fn) if fn else None
-                    d = {"kind": "capture_begin", "function": fn,
-                         "calls_compiled": self.reaches_compiled(scope, cls) if scope else []}
-                    self.sites.append(Site("capture", node.lineno, node.end_lineno, self.code(node.lineno), d))
-
-    # -- warmup loops --------------------------------------------------------------------------------
-    def _loop_count(self, node: ast.AST) -> dict | None:
-        """How a loop's repetitions are set, and the span a toggle edits: a range() count, a counter bound,
-        or an elapsed-time bound. None for a loop over data (not a repetition)."""
-        if isinstance(node, (ast.For, ast.AsyncFor)):
-            it = node.iter
-            if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
-                    and 1 <= len(it.args) <= 2):
-                return None
-            stop = it.args[-1]
-            count = self.value_of(stop)
-            if len(it.args) == 2 and isinstance(count, int):
-                start = self.value_of(it.args[0])
-                count = count - start if isinstance(start, int) else None
-            return {"form": "range", "count": count if isinstance(count, int) else None, "count_span": span(stop),
-                    "count_text": ast.unparse(stop), "start_text": ast.unparse(it.args[0]) if len(it.args) == 2 else None,
-                    "discards": isinstance(node.target, ast.Name) and (node.target.id.startswith("_") or not any(
-                        isinstance(n, ast.Name) and n.id == node.target.id and isinstance(n.ctx, ast.Load)
-                        for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))))}
-        if isinstance(node, ast.While) and isinstance(node.test, ast.Compare) and len(node.test.ops) == 1 \
-                and isinstance(node.test.ops[0], (ast.Lt, ast.LtE)):
-            left, bound = node.test.left, node.test.comparators[0]
-            timed = any(isinstance(n, ast.Call) and self.alias.qualname(n.func) in TIME_FUNCS for n in ast.walk(left))
-            value = self.value_of(bound)
-            return {"form": "time" if timed else "counter", "count": value if isinstance(value, (int, float)) else None,
-                    "count_span": span(bound), "count_text": ast.unparse(bound), "start_text": None, "discards": True}
-        return None
-
-    def find_warmup(self) -> None:
-        captures = self.of("capture")
-        self.loops: dict[int, dict] = {}
-        for node in ast.walk(self.tree):
-            if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
-                continue
-            count = self._loop_count(node)
-            if count is None:
-                continue
-            fn, cls = self.enclosing(node)
-            body = ast.Module(body=node.body, type_ignores=[])
-            work = self.does_kernel_work(body, cls) or self.calls_passed_callable(body, fn)
-            self.loops[node.lineno] = {**count, "end_line": node.end_lineno, "kernel_work": work}
-            before_capture = any(c.details.get("function") == fn and c.line > node.lineno for c in captures)
-            if not (count["discards"] or before_capture) or not work:
-                continue
-            self.sites.append(Site("warmup", node.lineno, node.end_lineno, self.code(node.lineno), {
-                **count, "function": fn, "calls_compiled": self.reaches_compiled(body, cls),
-                "before_capture": before_capture}))
-
-    # -- import-time work ----------------------------------------------------------------------------
-    def _init_does_work(self, cls_name: str) -> bool:
-        init = self.funcs.defs.get(f"{cls_name}.__init__")
-        if init is None:
-            return False
-        calls = self.funcs.callees(init, cls_name) - CHEAP_CALLS
-        return any(not c.startswith("super.") for c in calls) or any(
-            isinstance(n, (ast.For, ast.While, ast.ListComp, ast.DictComp, ast.SetComp)) for n in ast.walk(init))
-
-    def _statement_work(self, node: ast.AST) -> str | None:
-        """What kind of work a module-level statement does at import, or None for a definition or a
-        setting (a seed, a flag, a config write)."""
-        if isinstance(node, (ast.For, ast.While)):
-            return "loop"
-        if isinstance(node, ast.If):
-            return "if" if any(self._statement_work(n) for n in node.body + node.orelse) else None
-        value = node.value if isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign)) else None
-        if value is None:
-            return None
-        calls = [n for n in ast.walk(value) if isinstance(n, ast.Call)]
-        comps = [n for n in ast.walk(value) if isinstance(n, (ast.ListComp, ast.DictComp, ast.SetComp,
-                                                                ast.GeneratorExp))]
-        if comps and calls:
-            return "comprehension"
-        for c in calls:
-            q = self.alias.qualname(c.func) or ""
-            name = c.func.id if isinstance(c.func, ast.Name) else None
-            if q == COMPILE or q.startswith(SETTINGS_CALLS) or (name and name in CHEAP_CALLS):
-                continue
-            if name and name in self.funcs.classes and not self._init_does_work(name):
-                continue
-            if isinstance(c.func, ast.Attribute) and c.func.attr in ("compile", "register", "setdefault", "append",
-                                                                       "get", "items", "keys", "values", "join"):
-                continue
-            return "call"
-        return None
-
-    def find_import_work(self) -> None:
-        for node in self.tree.body:
-            kind = self._statement_work(node)
-            if kind is None:
-                continue
-            if isinstance(node, (ast.Assign, ast.AnnAssign)):
-                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                bound = [t.id for t in targets if isinstance(t, ast.Name)]
-            else:
-                bound = sorted({t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)})
-            self.sites.append(Site("import_init", node.lineno, node.end_lineno, self.code(node.lineno), {
-                "kind": kind, "bound": bound, "calls_compiled": self.reaches_compiled(node, None),
-                "uses": sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}),
-                "span": span(node)}))
-
-    # -- libraries that spend time for the submission ---------------------------------------------------
-    def find_autotune(self) -> None:
-        for node in ast.walk(self.tree):
-            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                continue
-            for dec in node.decorator_list:
-                if not (isinstance(dec, ast.Call) and self.alias.qualname(dec.func) == AUTOTUNE):
-                    continue
-                configs = next((k.value for k in dec.keywords if k.arg == "configs"), dec.args[0] if dec.args else None)
-                # how this file spells triton.Config: `triton.Config` after `import triton`, else a bare Config
-                prefix = ast.unparse(dec.func.value) + ".Config" if isinstance(dec.func, ast.Attribute) else \
-                    next((n for n, q in self.alias.names.items() if q == "triton.Config"), "__import__('triton').Config")
-                self.sites.append(Site("autotune", dec.lineno, dec.end_lineno, self.code(dec.lineno), {
-                    "kernel": node.name, "configs_span": span(configs) if configs is not None else None,
-                    "configs_literal": isinstance(configs, (ast.List, ast.Tuple)), "config_class": prefix}))
-
-    def find_extensions(self) -> None:
-        for node in ast.walk(self.tree):
-            if not (isinstance(node, ast.Call) and self.alias.qualname(node.func) in EXTENSION_LOADS):
-                continue
-            kws = {k.arg: k.value for k in node.keywords if k.arg}
-            name = _literal(kws["name"]) if "name" in kws else (_literal(node.args[0]) if node.args else None)
-            d = {"name": name, "call_span": span(node), "flags": {}, "flag_spans": {}}
-            for kw in ("extra_cflags", "extra_cuda_cflags", "verbose"):
-                if kw in kws:
-                    d["flags"][kw] = _literal(kws[kw])
-                    d["flag_spans"][kw] = span(kws[kw])
-            self.sites.append(Site("extension", node.lineno, node.end_lineno, self.code(node.lineno), d))
 
     def of(self, suspect: str) -> list[Site]:
         return [s for s in self.sites if s.suspect == suspect]
