@@ -226,7 +226,7 @@ def test_identical_variants_are_measured_once():
 def test_when_the_baseline_cannot_be_judged_here_no_variant_runs():
     """The baseline needs a GPU this machine lacks: every variant would stop at the same place, so none
     is started; each says why it did not run."""
-    from diagnose.engine import MOOT
+    from diagnose.engine.runs import MOOT
 
     def script(run):
         return [stage("compile", "needs_gpu", wall=2.0, phase="submission_import")]

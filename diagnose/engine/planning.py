@@ -1,0 +1,91 @@
+"""Planning: every chosen probe's plan (from the source, then again from the baseline's evidence), launching
+the toggles, and the bisector's combination test: does the failure come back with only these suspects kept?
+"""
+from __future__ import annotations
+
+import hashlib
+
+from diagnose import bisector, comparison, evidence
+from diagnose.session import Role, Run
+from probes import BY_NAME, REGISTRY
+from probes.base import RUN, PlanContext, Toggle
+
+
+class Planning:
+    """The probes' plans and the bisector's combination test, for the Engine."""
+
+    def plan(self, baseline: Run | None) -> dict:
+        """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
+        the source plan (they start with the baseline); after it, every probe plans again from what the
+        baseline did, and anything new it finds is launched then."""
+        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
+        chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
+        return {m.INFO.name: m.plan(ctx) for m in REGISTRY
+                if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)}
+
+    def _launch_plan(self, plans: dict) -> None:
+        for p in plans.values():
+            if p.state != RUN:
+                continue
+            for t in p.toggles:
+                source = t.apply(self.sub.source) if t.apply else self.sub.source
+                for rep in range(self.opts.repeat if t.apply else 1):
+                    key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
+                    if key in self._launched:      # planned again from the baseline's evidence: once is enough
+                        continue
+                    self._launched.add(key)
+                    self.launch(Role.SINGLE if rep == 0 else Role.REPEAT, t.probe, t.label, source, t.switches, rep)
+
+    def _record_plans(self, plans: dict) -> None:
+        self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
+                                "toggles": [t.label for t in p.toggles]}
+                               for n, p in sorted(plans.items(), key=lambda kv: [m.INFO.name for m in REGISTRY]
+                                                  .index(kv[0]))]
+        self.save()
+
+    @staticmethod
+    def _removers(plans: dict) -> dict[str, Toggle]:
+        return {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
+                if p.state == RUN and BY_NAME[n].INFO.bisect and any(t.removes for t in p.toggles)}
+
+    def fails_with(self, keep: list[str], removers: dict[str, Toggle], wait: bool = True) -> bool | None:
+        """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
+        stages up to the one that failed: they tell. None when the run cannot tell (see comparison.compare)."""
+        try:
+            source = self._combined(keep, removers)
+        except Exception:  # noqa: BLE001 - a toggle that cannot apply to this combination: it tells nothing
+            import traceback
+            self.errors.append(traceback.format_exc())
+            return None
+        base = self.session.baseline
+        failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
+        stages = self.stages[: self.stages.index(failed.name) + 1] if failed else None
+        keep = self._kept(keep, removers)
+        removed = [n for n in removers if n not in keep]
+        label = "keep " + " + ".join(keep) if keep else "all suspects removed"
+        if source == self.sub.source:
+            run = base
+        else:
+            run = self.launch(Role.COMBINATION, "+".join(sorted(removed)) or None, label, source, stages=stages,
+                              removed=tuple(sorted(removed)), reuse=True)
+        if not wait:
+            return None
+        if not self._wait(self._states[run.id].done):
+            return None
+        verdict = comparison.compare(self.session, base, run) if run is not base else "same"
+        return {"same": True, "fixed": False, "moved": False}.get(verdict)
+
+    @staticmethod
+    def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
+        # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
+        # would take the recompiles or the fullgraph failure away with it)
+        return list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
+                             if r in removers and r not in keep and comparison.toggle_rank(removers[r]) == 0]
+
+    def _combined(self, keep: list[str], removers: dict[str, Toggle]) -> str:
+        source = self.sub.source
+        kept = self._kept(keep, removers)
+        for n in removers:
+            if n not in kept:
+                source = removers[n].apply(source)
+        return source

@@ -1,0 +1,187 @@
+"""Runs and their scheduling: launching a run (or answering from an identical one), queueing its stages by
+priority, executing them on the runner, and waiting on what has decided.
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from dataclasses import dataclass, field
+
+from diagnose.edits import edited_lines, unified_diff
+from diagnose.runner import Job
+from diagnose.session import ENDS_RUN, Role, Run, Status
+from probes.base import WARM
+
+BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs first (see core.py)
+
+
+class RunPool:
+    """Runs and their scheduling, for the Engine: launch, advance a stage at a time, wait."""
+
+    def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
+               rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
+               removed: tuple = (), reuse: bool = False) -> Run:
+        """Start a run (its first stage is queued at once), or answer from an identical earlier one.
+        Identical variants (same source, switches and repeat number) are measured once; a confirmation is
+        never deduplicated: it is a rerun on purpose."""
+        sha = hashlib.sha256(source.encode()).hexdigest()
+        key = f"{sha}|{','.join(sorted(switches))}|{rep}"
+        with self.lock:
+            fresh = role in (Role.CONFIRM, Role.REFERENCE)      # reruns and checks on purpose: never shared
+            prior = None if fresh else self._by_key.get(key)
+            if prior is not None and reuse:
+                return prior
+            run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, role=role, source_sha=sha[:12],
+                      variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
+                      switches={s: True for s in switches} | ({"repeat": rep} if rep else {}),
+                      confirms=confirms, removed=list(removed),
+                      watched=[] if source == self.sub.source else edited_lines(self.sub.source, source))
+            self.session.runs.append(run)
+            self.sources[run.id] = source
+            if prior is not None:
+                run.note = f"identical variant: measured once, as {prior.id}"
+                self._states[run.id] = st = _State(run, source, [])
+                threading.Thread(target=self._mirror, args=(run, prior), daemon=True).start()
+                return run
+            if not fresh:
+                self._by_key[key] = run
+            warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
+            st = _State(run, source, list(stages or self.stages), warm_from=warm_from)
+            self._states[run.id] = st
+        self._advance(st)
+        return run
+
+    def _mirror(self, run: Run, prior: Run) -> None:
+        self._wait(self._states[prior.id].done)
+        with self.lock:
+            run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
+            self._states[run.id].done.set()
+            self._changed.notify_all()
+        if not self._quiet:
+            self.on_run_done(run)
+        self.save()
+
+    def _priority(self, st: _State, stage: str) -> int:
+        role = st.run.role
+        if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE):
+            return BASELINE
+        if role == Role.COMBINATION:
+            return COMBINATION
+        base = self.session.baseline
+        failed = base.failed_stage if base is not None else None
+        if failed is None or self.stages.index(stage) <= self.stages.index(failed.name):
+            return SINGLE
+        return LATER
+
+    def _advance(self, st: _State) -> None:
+        """Queue the run's next stage, or mark it done."""
+        run = st.run
+        ended = any(s.status in ENDS_RUN for s in run.stages)
+        if self._moot.is_set() and not ended and st.next < len(st.stages) and run.role != Role.BASELINE:
+            run.outcome = run.outcome if run.stages else Status.SKIPPED
+            run.note = run.note or MOOT
+            st.next = len(st.stages)
+        if ended or st.next >= len(st.stages) or self.stop.is_set():
+            if run.role == Role.BASELINE and run.outcome == Status.NEEDS_GPU:
+                self._moot.set()     # before this thread takes its next job: no variant starts after this
+            if not run.stages and self.stop.is_set():
+                run.outcome, run.note = Status.INTERRUPTED, "not run: the diagnosis was interrupted"
+            with self.lock:
+                st.done.set()
+                self._changed.notify_all()
+            if not self._quiet:
+                self.on_run_done(run)
+            return
+        stage = st.stages[st.next]
+        base = self.session.baseline
+        if run.role == Role.COMBINATION and base is not None and self._states[base.id].done.is_set():
+            failed = base.failed_stage    # a combination only needs the stages that tell
+            if failed is None or self.stages.index(stage) > self.stages.index(failed.name):
+                st.next = len(st.stages)
+                return self._advance(st)
+        st.next += 1
+        solo = run.role == Role.CONFIRM or stage in self.opts.solo_stages
+        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo)
+        prio = self._priority(st, stage)
+        with self.lock:
+            if prio >= LATER and not self._all_launched.is_set():
+                self._held.append((st, job, prio))   # verdict first: these wait for the last toggles' launch
+                return
+        self._submit(st, job, prio)
+
+    def _submit(self, st: _State, job: Job, prio: int) -> None:
+        fut = self.sched.submit(lambda: self._execute(st, job), prio, solo=job.solo)
+        fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
+
+    def _release_held(self) -> None:
+        with self.lock:
+            self._all_launched.set()
+            held, self._held = self._held, []
+        for st, job, prio in held:
+            self._submit(st, job, prio)
+
+    def _cancelled(self, st: _State) -> None:
+        st.run.note = st.run.note or "stopped: the diagnosis was interrupted"
+        with self.lock:
+            st.done.set()
+            self._changed.notify_all()
+
+    def _execute(self, st: _State, job: Job) -> None:
+        if self._moot.is_set() and st.run.role != Role.BASELINE:
+            return self._advance(st)          # queued before the baseline said so: not run
+        if job.solo:
+            st.run.solo = True
+        try:
+            self.runner.execute(job, self._stage_done, self.stop)
+        except Exception as e:  # noqa: BLE001 - a bug of ours: say so on the run, keep the rest going
+            import traceback
+            msg = f"{type(e).__name__}: {e}"
+            self.errors.append(traceback.format_exc())
+            st.run.outcome, st.run.note = Status.INCOMPLETE, f"diagnose failed on this run (a bug in diagnose): {msg}"
+            st.next = len(st.stages)
+        finally:
+            with self.lock:
+                self._changed.notify_all()
+            self._advance(st)
+
+    def _stage_done(self, run: Run) -> None:
+        self.save()
+        if not self._quiet:
+            self.on_stage(run)
+
+    def _wait(self, event: threading.Event) -> bool:
+        while not event.wait(0.2):
+            if self.stop.is_set():
+                return False
+        return True
+
+    def _wait_for(self, predicate) -> bool:
+        with self._changed:
+            while not predicate():
+                if self.stop.is_set():
+                    return False
+                self._changed.wait(0.2)
+        return True
+
+    def _decided(self, run: Run) -> bool:
+        """A single toggle has decided once it ended, or once it got past the baseline's failing stage."""
+        st = self._states[run.id]
+        if st.done.is_set():
+            return True
+        base = self.session.baseline
+        failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
+        return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)
+
+
+MOOT = "not run: the baseline showed that this machine cannot judge the submission"
+
+
+@dataclass
+class _State:
+    run: Run
+    source: str
+    stages: list[str]
+    warm_from: str | None = None
+    next: int = 0
+    done: threading.Event = field(default_factory=threading.Event)
