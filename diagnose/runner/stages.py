@@ -26,7 +26,8 @@ from diagnose.runner.container import Container, changed, group_of
 from diagnose.protocol import WorkerSpec
 from diagnose.runner.isolate import Limits, python_argv, run_child
 from diagnose.runner.process_tree import TMP_PREFIX
-from diagnose.runner.timeline import build_stage, predict_stage
+from diagnose.runner.timeline import build_stage
+from diagnose.runner.stage_facts import predict_stage
 from diagnose.session import ENDS_RUN, Run, StageResult, Status
 from diagnose.tasks.loader import Task, stage_files
 

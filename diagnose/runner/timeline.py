@@ -6,25 +6,13 @@ the status follows from the events, the exit code and why we stopped it.
 from __future__ import annotations
 
 import os
-import re
 
-from diagnose import harness
-from diagnose.runner import TOOL_ROOT
 from diagnose.runner.arbiter import union_seconds
 from diagnose.runner.isolate import ChildResult
+from diagnose.runner.sites import frames_from_text, frames_site, stack_site, tidy
+from diagnose.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report, report_failure,
+                                         state_of, timing_of)
 from diagnose.session import Contention, Phase, StageResult, Status
-
-_SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
-
-
-def tidy(text: str) -> str:
-    """Shorten installation prefixes in stacks and tracebacks: '…/site-packages/torch/...' and
-    '…/diagnose/worker/...' read the same on every machine, and a report attached to a ticket should not
-    carry the host's directory layout."""
-    return _SITE_PACKAGES.sub(r"…/\1/", text or "").replace(TOOL_ROOT + os.sep, "…/")
-
-
-_STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 
 def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:
@@ -66,192 +54,6 @@ def _captures(events: list[dict], t0: float) -> list[dict]:
     return out
 
 
-def culprit(frames: list[dict], submission_file: str) -> dict | None:
-    """The submission line that matters in a stack (frames outermost first): the last submission frame
-    before the stack first leaves the submission for good or for torch. A compiled function's own frame,
-    re-entered from inside torch, is not it: the line that called into torch is."""
-    mine = [os.path.realpath(f["file"]) == os.path.realpath(submission_file) for f in frames]
-    if not any(mine):
-        return None
-    first = mine.index(True)
-    last = first
-    while last + 1 < len(frames) and mine[last + 1]:
-        last += 1
-    f = frames[last]
-    innermost = frames[len(mine) - 1 - mine[::-1].index(True)]
-    return {"file": f["file"], "line": f["line"], "func": f["func"], "code": f.get("code", ""),
-            "innermost_line": innermost["line"]}
-
-
-_THREAD = re.compile(r"^(?:Current thread|Thread) (0x[0-9a-f]+)")
-
-
-def _main_thread_frames(stacks: str, submission_file: str) -> list[dict]:
-    """Frames (outermost first) of the thread to blame. faulthandler lists threads newest first, so the
-    main thread is the last of each dump; the file may hold several dumps (the child's own watchdog and
-    the parent's request). The main thread's latest dump wins when it is in the submission; a helper
-    thread's frames are used only when the main thread never is."""
-    blocks: list[tuple[str, list[dict]]] = []
-    for line in stacks.splitlines():
-        t = _THREAD.match(line)
-        if t:
-            blocks.append((t.group(1), []))
-            continue
-        m = _STACK_FRAME.match(line)
-        if m:
-            if not blocks:
-                blocks.append(("?", []))
-            blocks[-1][1].append({"file": m["file"], "line": int(m["line"]), "func": m["func"]})
-    if not blocks:
-        return []
-    base = os.path.realpath(submission_file)
-    mine = [(tid, fr) for tid, fr in blocks if any(os.path.realpath(f["file"]) == base for f in fr)]
-    main_id = blocks[-1][0]
-    ordered = [b for b in mine if b[0] == main_id] or mine
-    return list(reversed(ordered[-1][1])) if ordered else []
-
-
-def stack_site(stacks: str, submission_file: str) -> dict | None:
-    return culprit(_main_thread_frames(stacks, submission_file), submission_file)
-
-
-def frames_site(frames: list[dict], submission_file: str) -> dict | None:
-    return culprit(frames or [], submission_file)
-
-
-def _timing(events: list[dict]) -> dict:
-    out = {}
-    for ev in events:
-        if ev["k"] == "timing":
-            entry = {k: ev[k] for k in ("per_call_s", "repeat_wall_s", "depth", "stop_reason")}
-            if len(ev["per_call_s"]) >= 2:
-                p = harness.predict_case(ev["per_call_s"], ev["repeat_wall_s"])
-                entry["predicted"] = {"repeats": p.repeats, "seconds": round(p.seconds, 3), "reason": p.reason,
-                                      "cv": round(p.cv, 5), "low_s": round(p.low_s, 3), "high_s": round(p.high_s, 3)}
-            out[ev["case"]] = entry
-    return out
-
-
-def _samples(st: StageResult, ev: list[dict]) -> None:
-    """Sum the sampler's and the loop counter's streamed deltas per phase; keep the compile calls."""
-    for e in ev:
-        if e["k"] == "samples":
-            st.sample_interval_s = e["interval_s"]
-            st.sample_cost_s = max(st.sample_cost_s, float(e.get("cost_s") or 0))
-            for phase, kinds in e["phases"].items():
-                if not isinstance(kinds, dict):
-                    continue
-                tgt = st.samples.setdefault(str(phase), {})
-                for kind, counts in kinds.items():
-                    if isinstance(counts, dict):
-                        c = tgt.setdefault(str(kind), {})
-                        for line, n in counts.items():
-                            # a line number; for mechanisms, "line|mechanism"
-                            if str(line).split("|", 1)[0].isdigit() and isinstance(n, int):
-                                c[str(line)[:80]] = c.get(str(line)[:80], 0) + n
-        elif e["k"] == "loops":
-            c = st.loops.setdefault(str(e.get("phase")), {})
-            for line, n in e["counts"].items():
-                if str(line).isdigit() and isinstance(n, int):
-                    c[str(line)] = c.get(str(line), 0) + n
-        elif e["k"] == "compile_call" and len(st.compile_calls) < 200:
-            st.compile_calls.append({k: v for k, v in e.items() if k not in ("k", "pid")})
-
-
-def _state(ev: list[dict]) -> dict:
-    """What the child said about state that outlives it (worker/state.py), and how its container was
-    walled off (worker/container.py). The paths it kept reachable name this machine's layout: only their
-    count is kept."""
-    rec: dict = {"reads": [], "writes": [], "outside": [], "spawned": [], "cut": False}
-    for e in ev:
-        if e["k"] == "container" and "container" not in rec:
-            rec["container"] = {"namespace": e.get("namespace"), "private": e.get("private"),
-                                "kept": len(e.get("kept") or []), "why": e.get("why")}
-        elif e["k"] != "state":
-            continue
-        elif e["op"] == "spawn":
-            rec["spawned"].append(str(e.get("argv", ""))[:300])
-        elif e["op"] == "cut":
-            rec["cut"] = True
-        elif isinstance(e.get("path"), str):
-            if e.get("inside") is False:
-                rec["outside"].append({"op": e["op"], "path": e["path"]})
-            elif e["op"] == "read":
-                rec["reads"].append(e["path"])
-            else:
-                rec["writes"].append({"op": e["op"], "path": e["path"]})
-    return rec
-
-
-def _libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
-    """Autotuning per (kernel, key), summed from its per-config events, and every extension build."""
-    mine = os.path.realpath(submission_file)
-    tunes: dict[tuple, dict] = {}
-    for e in ev:
-        if e["k"] not in ("autotune_config", "autotune_done"):
-            continue
-        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
-        r = tunes.setdefault((e["kernel"], str(e.get("key"))), {
-            "kernel": e["kernel"], "line": line, "key": str(e.get("key")), "tried": 0, "seconds": 0.0,
-            "best": None, "winner": None, "done": False})
-        if e["k"] == "autotune_config":
-            r["tried"] += 1
-            r["seconds"] = round(r["seconds"] + float(e.get("seconds") or 0), 4)
-            ms = e.get("ms")
-            if isinstance(ms, (int, float)) and (r["best"] is None or ms < r["best"]["ms"]):
-                r["best"] = {"config": e["config"], "ms": ms}
-        else:
-            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"))
-    st.autotune = list(tunes.values())
-    st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
-                                         "cuda_cflags", "with_cuda", "arch_list")}
-                 for e in ev if e["k"] == "extension_build"]
-    started = [e for e in ev if e["k"] == "extension_build_start"]
-    for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
-        st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
-                          "seconds": round(max(0.0, t_last - e["t"]), 3)})
-
-
-def _needs_gpu(ev: list[dict]) -> str | None:
-    return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
-
-
-def parse_report(text: str) -> dict[str, str]:
-    """A problem evaluator's report: one 'key: value' per line, in order."""
-    out: dict[str, str] = {}
-    for line in text.splitlines()[:5000]:
-        key, sep, value = line.partition(": ")
-        if sep and key.strip() and " " not in key.strip():
-            out[key.strip()] = value.strip()[:2000]
-    return out
-
-
-def _report_failure(rep: dict[str, str]) -> tuple[str | None, str]:
-    """(phase, message) of the first failing case the evaluator reported."""
-    for key, value in rep.items():
-        parts = key.split(".")
-        if len(parts) == 3 and parts[2] == "status" and value == "fail":
-            kind, idx = parts[0], parts[1]
-            spec = rep.get(f"{kind}.{idx}.spec", "")
-            case = {}
-            for item in spec.split(";"):
-                k, _, v = item.partition(":")
-                if k.strip():
-                    case[k.strip()] = int(v) if v.strip().lstrip("+-").isdigit() else v.strip()
-            from diagnose.tasks.loader import case_label
-            return f"check:{case_label(case) if case else kind + '.' + idx}", \
-                rep.get(f"{kind}.{idx}.error", "the evaluator reported a failure")
-    return None, "the evaluator reported check: fail"
-
-
-_TEXT_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<func>\S+)')
-
-
-def _frames_from_text(text: str) -> list[dict]:
-    """Frames named in a traceback's text: a pool worker's traceback reaches the evaluator only as text."""
-    return [{"file": m["file"], "line": int(m["line"]), "func": m["func"]} for m in _TEXT_FRAME.finditer(text or "")]
-
-
 def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str,
                 evaluated: bool = False) -> StageResult:
     """The stage's record, judged from what the parent observed.
@@ -285,22 +87,22 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                                            others_cpu_s=child.others_cpu_s),
                      # the per-path and per-config events, summed up below
                      events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
-    st.state = _state(ev)
-    _libraries(st, ev, submission_file, t_last)
+    st.state = state_of(ev)
+    fill_libraries(st, ev, submission_file, t_last)
     detail = next((e for e in ev if e["k"] == "wrong_detail"), None)
     if detail:
         st.numerics = {k: detail.get(k) for k in ("case", "stats", "reference", "submission")}
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
-    st.timing = _timing(ev)
+    st.timing = timing_of(ev)
     overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits if w["mode"] == "overrun"]
     for p in st.phases:    # a timing section that outlived its hold on the machine was not timed alone
         case = p.name.split(":", 1)[1] if p.name.startswith("timing:") else None
         if case in st.timing and _overlap(t0 + p.start_s, t0 + p.end_s, overruns) > 0:
             st.timing[case]["alone"] = False
     st.reached = sorted({e["line"] for e in ev if e["k"] == "reached"})
-    _samples(st, ev)
+    fill_samples(st, ev)
     gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
     st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
     open_phases = [p for p in st.phases if p.open]
@@ -312,7 +114,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     clean = any(e["k"] == "exit_clean" for e in ev)
     tamper = [e for e in ev if e["k"] == "tamper"]
     forged = done is not None and _open_at(ev, done) - {"interpreter_exit"}
-    needs = _needs_gpu(ev)
+    needs = needs_gpu_reason(ev)
     how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
 
     if tamper or forged:
@@ -348,7 +150,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         st.status, st.phase = Status.CRASH, exc.get("phase") or (failed[-1].name if failed else None)
         st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
         st.site = frames_site(exc.get("frames"), submission_file) or frames_site(
-            _frames_from_text(exc.get("traceback", "")), submission_file)
+            frames_from_text(exc.get("traceback", "")), submission_file)
         msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
         st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
     elif werr:
@@ -366,7 +168,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
             st.status = Status.OK
         elif rep.get("check") == "fail":
             st.status = Status.WRONG
-            st.phase, st.message = _report_failure(rep)
+            st.phase, st.message = report_failure(rep)
         else:
             st.status, st.phase = Status.CRASH, innermost_open
             st.message = "the problem's evaluator ended without a verdict (no 'check:' line in its report)"
@@ -408,15 +210,3 @@ def _open_at(ev: list[dict], upto: dict) -> set[str]:
     return set(open_)
 
 
-def predict_stage(st: StageResult) -> None:
-    """Predicted seconds for the whole stage: measured time outside the timing loops, plus each case's
-    predicted timing loop from its sample."""
-    if not st.timing:
-        st.predicted_s = st.charged_s if st.status in (Status.OK, Status.AT_RISK) else None
-        return
-    measured_loops = sum(p.seconds for p in st.phases if p.name.startswith("timing:"))
-    predicted = [t.get("predicted", {}) for t in st.timing.values()]
-    rest = st.charged_s - measured_loops
-    st.predicted_s = round(rest + sum(p.get("seconds", 0.0) for p in predicted), 3)
-    st.predicted_range = [round(rest + sum(p.get(k, p.get("seconds", 0.0)) for p in predicted), 3)
-                          for k in ("low_s", "high_s")]
