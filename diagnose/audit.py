@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 from diagnose.claims import Claim, cause_key, cleared_key, derive
 from diagnose.measures import steady_us
-from diagnose.session import FAILURES, NO_EVIDENCE, Run, Session, Status
+from diagnose.session import Run, Session
+from diagnose.status import FAILURES, NO_EVIDENCE, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",

@@ -27,10 +27,11 @@ from diagnose import evidence
 from diagnose.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later, probe_site,
                                  seconds_saved, single_runs, toggle_rank)
 from diagnose.evidence import confirmations, effective
+from diagnose.findings import Cause, Cleared, Inconclusive
 from diagnose.fix_choice import choose_fix
 from diagnose.measures import geomean, steady_us
-from diagnose.session import (FAILURES, NO_EVIDENCE, Cause, Cleared, Confidence, Inconclusive, Role, Run, Session,
-                              Status)
+from diagnose.session import Role, Run, Session
+from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
 from diagnose.unfixed import unfixed_cause
 from probes import BY_NAME, ORDER
 

@@ -11,7 +11,8 @@ submission an empty container, so it never comes from anywhere else.
 from __future__ import annotations
 
 from diagnose.runner.container import group_of
-from diagnose.session import Run, StageResult, Status
+from diagnose.session import Run, StageResult
+from diagnose.status import Status
 
 
 def steps(run: Run) -> list[tuple[str, StageResult]]:

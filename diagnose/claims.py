@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from diagnose import summary
 from diagnose.fix_choice import FIX_TIE_REL
-from diagnose.session import Session, Status
+from diagnose.session import Session
+from diagnose.status import Status
 
 KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
          "stale_lock": "a build lock left by the killed compile step"}

@@ -10,7 +10,8 @@ import statistics
 from diagnose import evidence
 from diagnose.evidence import NOISE_ABS, NOISE_REL, effective
 from diagnose.measures import stage_seconds
-from diagnose.session import FAILURES, NO_EVIDENCE, Confidence, Role, Run, Session, Status
+from diagnose.session import Role, Run, Session
+from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
 from probes import BY_NAME
 
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.session import FAILURES, NO_EVIDENCE, Role, Run, Session, StageResult, Status
+from diagnose.session import Role, Run, Session, StageResult
+from diagnose.status import FAILURES, NO_EVIDENCE, Status
 
 NOISE_REL, NOISE_ABS = 0.05, 0.25
 BUSY_DELAY_SHARE = 0.10    # a stage that waited this share of its time for a CPU ran on a busy host

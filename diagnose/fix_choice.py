@@ -10,8 +10,10 @@ import math
 from diagnose import evidence
 from diagnose.comparison import toggle_rank
 from diagnose.evidence import confirmations, effective
+from diagnose.findings import Fix, FixCost
 from diagnose.measures import geomean, steady_us
-from diagnose.session import Fix, FixCost, Role, Run, Session, Status
+from diagnose.session import Role, Run, Session
+from diagnose.status import Status
 from probes import BY_NAME
 
 

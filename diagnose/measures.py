@@ -7,7 +7,8 @@ from __future__ import annotations
 import math
 import statistics
 
-from diagnose.session import NO_EVIDENCE, Run, StageResult, Status
+from diagnose.session import Run, StageResult
+from diagnose.status import NO_EVIDENCE, Status
 
 
 def steady_us(run: Run) -> dict[str, float]:

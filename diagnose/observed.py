@@ -9,7 +9,8 @@ import ast
 import os
 
 from diagnose.measures import recompiles
-from diagnose.session import Run, StageResult, Status
+from diagnose.session import Run, StageResult
+from diagnose.status import Status
 
 SUB = "submission.py"
 

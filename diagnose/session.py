@@ -11,59 +11,11 @@ import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
+from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
+from diagnose.status import ENDS_RUN, Status, Warning_
+
 SCHEMA_VERSION = 3
 READABLE = (2, 3)     # 2: the compile step was a stage of its own; every field added since has a default
-
-
-class Status(str, enum.Enum):
-    """How a stage, a run or the whole diagnosis ended."""
-    OK = "ok"
-    TIMEOUT = "timeout"
-    CRASH = "crash"
-    WRONG = "wrong"
-    AT_RISK = "at_risk"          # passed, but a predicted stage time is over its budget
-    TAMPERED = "tampered"        # the submission replaced what judges it, or forged the tool's events
-    NEEDS_GPU = "needs_gpu"      # this machine cannot judge it (no CUDA, too few GPUs, a GPU too old)
-    INTERRUPTED = "interrupted"  # the user stopped it
-    SKIPPED = "skipped"          # an earlier stage failed, or the work was not needed
-    INCOMPLETE = "incomplete"    # nothing finished
-
-    def __str__(self) -> str:
-        return self.value
-
-
-FAILURES = (Status.TIMEOUT, Status.CRASH, Status.WRONG, Status.TAMPERED)
-# Outcomes that say nothing about the submission: never evidence for or against a suspect.
-NO_EVIDENCE = (Status.NEEDS_GPU, Status.INTERRUPTED, Status.SKIPPED, Status.INCOMPLETE)
-TIME_BASED = (Status.TIMEOUT, Status.AT_RISK)
-UNEXPLAINED = "the timeout itself"
-# A stage that ends like this ends its run: the harness skips the later stages.
-ENDS_RUN = FAILURES + (Status.NEEDS_GPU, Status.INTERRUPTED)
-
-
-class Confidence(str, enum.Enum):
-    HIGH = "high"
-    MEDIUM = "medium"
-    LOW = "low"
-
-    def __str__(self) -> str:
-        return self.value
-
-
-class Warning_(str, enum.Enum):
-    """Typed warnings (as hyperfine does): each one is shown with the hint that fits it."""
-    HOST_BUSY = "host_busy"              # runs waited for a CPU: timings are inflated
-    CPU_TIMING = "cpu_timing"            # no GPU: CPU timings say nothing about a GPU budget
-    UNCONFIRMED = "unconfirmed"          # a time-based conclusion could not be confirmed alone
-    FLAKY = "flaky"                      # the same variant ended differently on a rerun
-    CHANNEL = "channel"                  # the submission wrote to the tool's event channel
-
-    def __str__(self) -> str:
-        return self.value
-
-
-def _enum(cls, value):
-    return None if value is None else cls(value)
 
 
 @dataclass
@@ -235,92 +187,6 @@ class Run:
 
 
 # -- conclusions -------------------------------------------------------------------------------------
-
-@dataclass
-class Verdict:
-    status: Status
-    stage: str | None = None
-    phase: str | None = None
-    message: str = ""
-    site: dict | None = None
-    confirmed: bool = True      # a time-based verdict that no solo run could confirm says so
-    note: str = ""              # why it is unconfirmed, or what this machine cannot judge
-    runs: list[str] = field(default_factory=list)
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Verdict":
-        return cls(**{**d, "status": Status(d["status"])})
-
-
-@dataclass
-class Cause:
-    rank: int
-    suspects: list[str]
-    kind: str                   # mechanism | hot_spot | too_slow | bug | stale_lock
-    narrative: str
-    confidence: Confidence
-    changes_outcome: bool
-    evidence: list[str]         # run ids
-    site: dict | None = None
-    sites: list[dict] = field(default_factory=list)
-    seconds_saved: dict = field(default_factory=dict)
-    confirmed: bool = True
-    alternatives: list[str] = field(default_factory=list)   # other single toggles that also fix it
-    hot_spot: dict | None = None
-    state: str = ""             # how its runs differ in state kept between their processes, if they do
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Cause":
-        return cls(**{**d, "confidence": Confidence(d["confidence"])})
-
-
-@dataclass
-class Cleared:
-    """A suspect verified not to be the cause: its toggle ran, and the failure stayed the same."""
-    probe: str
-    toggles: list[str]
-    outcome: Status
-    narrative: str
-    evidence: list[str]
-    confirmed: bool = True
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Cleared":
-        return cls(**{**d, "outcome": Status(d["outcome"])})
-
-
-@dataclass
-class Inconclusive:
-    """A suspect the runs cannot speak for, and why. `probe` is UNEXPLAINED when it is the failure itself
-    that the runs cannot place."""
-    probe: str
-    reason: str
-    evidence: list[str] = field(default_factory=list)
-
-
-@dataclass
-class FixCost:
-    run: str
-    probe: str | None
-    toggle: str | None
-    steady_us: float | None
-    per_case_us: dict
-    delta_us: float | None
-
-
-@dataclass
-class Fix:
-    diff: str
-    steady_us: float | None
-    run: str
-    toggle: str | None
-    probe: str | None
-    costs: list[FixCost] = field(default_factory=list)
-    state: str = ""             # how the fix's run differs from the baseline in state kept between processes
-
-    @classmethod
-    def from_dict(cls, d: dict) -> "Fix":
-        return cls(**{**d, "costs": [FixCost(**c) for c in d.get("costs", [])]})
 
 
 @dataclass

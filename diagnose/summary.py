@@ -5,9 +5,11 @@ Nothing here measures; everything is computed from phases, compile records and t
 from __future__ import annotations
 
 from diagnose import evidence
-from diagnose.measures import geomean, recompiles, steady_us
 from diagnose.evidence import NOISE_ABS, NOISE_REL
-from diagnose.session import Role, Run, StageResult, Status, Verdict
+from diagnose.findings import Verdict
+from diagnose.measures import geomean, recompiles, steady_us
+from diagnose.session import Role, Run, StageResult
+from diagnose.status import Status
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:

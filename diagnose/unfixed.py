@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from diagnose import carried, evidence, hotspots
 from diagnose.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
-from diagnose.session import UNEXPLAINED, Cause, Confidence, Inconclusive, Run, Session, Status
+from diagnose.findings import Cause, Inconclusive
+from diagnose.session import Run, Session
+from diagnose.status import UNEXPLAINED, Confidence, Status
 from probes import BY_NAME
 
 

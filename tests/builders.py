@@ -1,5 +1,6 @@
 """Hand-built sessions and stage records for unit, golden and fake-runner tests: no process, no torch."""
-from diagnose.session import Contention, Phase, Role, Run, Session, StageResult, Status
+from diagnose.session import Contention, Phase, Role, Run, Session, StageResult
+from diagnose.status import Status
 
 SOURCE = "\n".join([
     "import torch",                                          # 1

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from diagnose.audit import RULES, audit
-from diagnose.session import Cause, Cleared, Confidence, Status
-
+from diagnose.findings import Cause, Cleared
+from diagnose.status import Confidence, Status
 from tests.conftest import cli
 from tests.test_renderers import healthy_session, interaction_session
 

@@ -2,7 +2,8 @@
 import json
 
 from diagnose import bisector, comparison
-from diagnose.session import Role, Session, Status
+from diagnose.session import Role, Session
+from diagnose.status import Status
 from tests.builders import run, session
 
 US = {"256x4096x7168": 100.0, "512x4096x7168": 120.0}
@@ -178,7 +179,7 @@ def test_a_timeout_outside_the_submissions_code_is_not_called_a_bug_in_it():
     cannot name what held it, so no cause is stated and the report says why."""
     from diagnose import summary
     from diagnose.renderers import markdown
-    from diagnose.session import UNEXPLAINED
+    from diagnose.status import UNEXPLAINED
     s = session([run("r0", outcome="timeout", fail_at="benchmark")])
     bisector.conclude(s)
     assert s.causes == []

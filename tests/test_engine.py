@@ -1,15 +1,16 @@
 """The engine through its runner seam: a scripted runner replays stage results, so the scheduling and
 the evidence rules are asserted exactly (no process starts, no torch is imported)."""
 import ast
-import threading
 import textwrap
+import threading
 from pathlib import Path
 
 from diagnose.engine import Engine, Options
-from diagnose.session import Role, Session, StageResult, Status
+from diagnose.runner.scripted import ScriptedRunner
+from diagnose.session import Role, Session, StageResult
+from diagnose.status import Status
 from diagnose.submission import Submission
 from tests.builders import stage
-from diagnose.runner.scripted import ScriptedRunner
 
 STAGES = ["compile", "test", "benchmark", "leaderboard"]
 BUDGETS = {"compile": 60.0, "test": 60.0, "benchmark": 60.0, "leaderboard": 60.0}

@@ -7,7 +7,8 @@ import json
 from diagnose.runner.isolate import ChildResult
 from diagnose.runner.timeline import build_stage
 from diagnose.scan import scan_source
-from diagnose.session import Run, Status
+from diagnose.session import Run
+from diagnose.status import Status
 from probes import autotune
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
 from tests.conftest import FIXTURES, cli

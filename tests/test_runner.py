@@ -8,7 +8,8 @@ from diagnose import summary
 from diagnose.harness import stage_budgets
 from diagnose.runner import Job
 from diagnose.runner.stages import RunSettings, StageRunner
-from diagnose.session import Run, Status
+from diagnose.session import Run
+from diagnose.status import Status
 from diagnose.tasks.loader import load_task
 from tests.conftest import FIXTURES
 

@@ -3,8 +3,7 @@ import random
 
 from diagnose import harness, summary
 from diagnose.audit import audit
-from diagnose.session import Status
-
+from diagnose.status import Status
 from tests.test_renderers import healthy_session
 
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 
 from diagnose import bisector, carried, evidence, summary
-from diagnose.session import ENDS_RUN, Role, Run, Session, Status, Warning_
+from diagnose.session import Role, Run, Session
+from diagnose.status import ENDS_RUN, Status, Warning_
 from probes.base import WARM
 
 

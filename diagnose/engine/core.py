@@ -27,7 +27,8 @@ from diagnose.errors import BadInput
 from diagnose.runner import Runner
 from diagnose.scan import scan_source
 from diagnose.scheduler import Scheduler
-from diagnose.session import NO_EVIDENCE, Role, Run, Session
+from diagnose.session import Role, Run, Session
+from diagnose.status import NO_EVIDENCE
 from diagnose.submission import Submission
 from probes import REGISTRY
 

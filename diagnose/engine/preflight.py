@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from diagnose import bisector
 from diagnose.errors import BadInput
-from diagnose.session import Role, Status, Verdict
+from diagnose.findings import Verdict
+from diagnose.session import Role
+from diagnose.status import Status
 
 
 class Preflight:

@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 
 from diagnose.edits import edited_lines, unified_diff
 from diagnose.runner import Job
-from diagnose.session import ENDS_RUN, Role, Run, Status
+from diagnose.session import Role, Run
+from diagnose.status import ENDS_RUN, Status
 from probes.base import WARM
 
 BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs first (see core.py)

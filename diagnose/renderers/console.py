@@ -6,7 +6,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from diagnose import claims, summary
-from diagnose.session import Session, Status
+from diagnose.session import Session
+from diagnose.status import Status
 
 EXIT = {Status.OK: 0, Status.NEEDS_GPU: 3}     # everything else that finished: 1 (a problem was found)
 

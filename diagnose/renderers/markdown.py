@@ -15,7 +15,8 @@ from diagnose import claims, hotspots, summary
 from diagnose.claims import Claim
 from diagnose.renderers import md_libs, md_state
 from diagnose.renderers.text import code_span, fence, fold_frames
-from diagnose.session import UNEXPLAINED, Role, Run, Session, StageResult, Status
+from diagnose.session import Role, Run, Session, StageResult
+from diagnose.status import UNEXPLAINED, Status
 
 
 def _s(x, unit="s", nd=2) -> str:

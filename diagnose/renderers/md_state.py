@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from diagnose import carried, summary
 from diagnose.renderers.text import code_span, fence
-from diagnose.session import Session, StageResult, Status
+from diagnose.session import Session, StageResult
+from diagnose.status import Status
 
 
 def _mb(n: int) -> str:

@@ -15,7 +15,8 @@ import time
 from pathlib import Path
 
 from diagnose.runner.stages import outcome_of
-from diagnose.session import ENDS_RUN, StageResult, Status
+from diagnose.session import StageResult
+from diagnose.status import ENDS_RUN, Status
 
 
 class ScriptedRunner:

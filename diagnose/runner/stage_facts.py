@@ -8,7 +8,8 @@ from __future__ import annotations
 import os
 
 from diagnose import harness
-from diagnose.session import StageResult, Status
+from diagnose.session import StageResult
+from diagnose.status import Status
 
 
 def timing_of(events: list[dict]) -> dict:

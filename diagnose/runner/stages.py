@@ -20,15 +20,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose import harness
+from diagnose.protocol import WorkerSpec
 from diagnose.runner import TOOL_ROOT, Job
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.container import Container, changed, group_of
-from diagnose.protocol import WorkerSpec
 from diagnose.runner.isolate import Limits, python_argv, run_child
 from diagnose.runner.process_tree import TMP_PREFIX
-from diagnose.runner.timeline import build_stage
 from diagnose.runner.stage_facts import predict_stage
-from diagnose.session import ENDS_RUN, Run, StageResult, Status
+from diagnose.runner.timeline import build_stage
+from diagnose.session import Run, StageResult
+from diagnose.status import ENDS_RUN, Status
 from diagnose.tasks.loader import Task, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case

@@ -12,7 +12,8 @@ from diagnose.runner.isolate import ChildResult
 from diagnose.runner.sites import frames_from_text, frames_site, stack_site, tidy
 from diagnose.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report, report_failure,
                                          state_of, timing_of)
-from diagnose.session import Contention, Phase, StageResult, Status
+from diagnose.session import Contention, Phase, StageResult
+from diagnose.status import Status
 
 
 def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:

@@ -1,0 +1,97 @@
+"""The conclusions a session states, each a typed record naming the runs behind it: the verdict, each ranked
+cause, each suspect cleared or left inconclusive, the fix and the cost of every working fix. claims.py turns
+them into the sentences a report prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from diagnose.status import UNEXPLAINED, Confidence, Status
+
+
+@dataclass
+class Verdict:
+    status: Status
+    stage: str | None = None
+    phase: str | None = None
+    message: str = ""
+    site: dict | None = None
+    confirmed: bool = True      # a time-based verdict that no solo run could confirm says so
+    note: str = ""              # why it is unconfirmed, or what this machine cannot judge
+    runs: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Verdict":
+        return cls(**{**d, "status": Status(d["status"])})
+
+
+@dataclass
+class Cause:
+    rank: int
+    suspects: list[str]
+    kind: str                   # mechanism | hot_spot | too_slow | bug | stale_lock
+    narrative: str
+    confidence: Confidence
+    changes_outcome: bool
+    evidence: list[str]         # run ids
+    site: dict | None = None
+    sites: list[dict] = field(default_factory=list)
+    seconds_saved: dict = field(default_factory=dict)
+    confirmed: bool = True
+    alternatives: list[str] = field(default_factory=list)   # other single toggles that also fix it
+    hot_spot: dict | None = None
+    state: str = ""             # how its runs differ in state kept between their processes, if they do
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cause":
+        return cls(**{**d, "confidence": Confidence(d["confidence"])})
+
+
+@dataclass
+class Cleared:
+    """A suspect verified not to be the cause: its toggle ran, and the failure stayed the same."""
+    probe: str
+    toggles: list[str]
+    outcome: Status
+    narrative: str
+    evidence: list[str]
+    confirmed: bool = True
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Cleared":
+        return cls(**{**d, "outcome": Status(d["outcome"])})
+
+
+@dataclass
+class Inconclusive:
+    """A suspect the runs cannot speak for, and why. `probe` is UNEXPLAINED when it is the failure itself
+    that the runs cannot place."""
+    probe: str
+    reason: str
+    evidence: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FixCost:
+    run: str
+    probe: str | None
+    toggle: str | None
+    steady_us: float | None
+    per_case_us: dict
+    delta_us: float | None
+
+
+@dataclass
+class Fix:
+    diff: str
+    steady_us: float | None
+    run: str
+    toggle: str | None
+    probe: str | None
+    costs: list[FixCost] = field(default_factory=list)
+    state: str = ""             # how the fix's run differs from the baseline in state kept between processes
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Fix":
+        return cls(**{**d, "costs": [FixCost(**c) for c in d.get("costs", [])]})
