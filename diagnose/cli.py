@@ -9,13 +9,9 @@ renderers'. Every bad value, typer's own type errors included, ends as one `erro
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
 import json
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Optional
 
@@ -26,6 +22,7 @@ from rich.markup import escape
 
 import diagnose
 from diagnose import harness
+from diagnose.cli_wiring import Signals, engine_for, err, out, progress_for, verbosity
 from diagnose.errors import BadInput
 
 try:   # typer >= 0.20 carries its own copy of click
@@ -46,34 +43,6 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
                   help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
                        "tested fix.")
-# Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
-PIPED_WIDTH = 160
-err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)
-out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
-
-
-def _plain() -> bool:
-    """Piped, or under CI: plain lines, no live display."""
-    return bool(os.environ.get("CI")) or not err.is_terminal
-
-
-class _Signals:
-    """SIGINT / SIGTERM stop the runs (children are killed by the runner) and remember the exit code."""
-
-    def __init__(self):
-        self.stop, self.code = threading.Event(), None
-
-    def __enter__(self):
-        self.prev = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
-        return self
-
-    def _handle(self, signum, frame):
-        self.code = 128 + signum
-        self.stop.set()
-
-    def __exit__(self, *exc):
-        for s, h in self.prev.items():
-            signal.signal(s, h)
 
 
 def _version(value: bool) -> None:
@@ -86,53 +55,6 @@ def _version(value: bool) -> None:
 def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
                                        help="Show the version and exit.")):
     """Find out why a GPU kernel submission times out or crashes, with measurements and a tested fix."""
-
-
-def _progress(prep, verbosity: int):
-    from diagnose.renderers.progress import LiveProgress, PlainProgress, Progress
-    budgets, planned = prep.settings.budgets, lambda: len(prep.session.runs)
-    if verbosity < 0:
-        return Progress(budgets, planned), contextlib.nullcontext()
-    if _plain() or verbosity > 0:
-        return PlainProgress(budgets, planned, sys.stderr, verbose=verbosity > 0), contextlib.nullcontext()
-    from rich.live import Live
-    p = LiveProgress(budgets, planned)
-    return p, Live(p, console=err, refresh_per_second=4, transient=False)
-
-
-def _runner(spec: str | None, prep, progress, concurrent: bool):
-    """The processes the harness would start, or (hidden, for exact end-to-end tests) a scripted replay."""
-    if spec is None:
-        from diagnose.runner.stages import StageRunner
-        return StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
-                           on_event=progress.on_event)
-    kind, _, path = spec.partition(":")
-    if kind != "scripted" or not path:
-        raise BadInput(f"--runner must be scripted:FILE, got {spec!r}")
-    from diagnose.runner.scripted import from_file
-    try:
-        return from_file(Path(path))
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"--runner {path}: not a runner script: {type(e).__name__}: {e}") from None
-
-
-def _engine(prep, opts, stop, outdir, progress, concurrent=False, runner_spec=None):
-    from diagnose.engine import Engine
-    save_lock = threading.Lock()
-
-    def save(s):
-        from diagnose.prepare import environment
-        with save_lock:
-            environment(s)
-            if outdir is not None:
-                outdir.save(s)
-    runner = _runner(runner_spec, prep, progress, concurrent)
-    return Engine(prep.sub, prep.session, prep.settings.stages, opts, runner, on_save=save, stop=stop,
-                  on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
-
-
-def _verbosity(quiet: bool, verbose: bool) -> int:
-    return -1 if quiet else (1 if verbose else 0)
 
 
 SUBMISSION = typer.Argument(..., metavar="SUBMISSION", show_default=False,
@@ -195,11 +117,11 @@ def run(
     outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
                     "--out")
     session, report = prep.session, str(outdir.path / "report.md")
-    progress, shown = _progress(prep, _verbosity(quiet, verbose))
-    with _Signals() as sig:
+    progress, shown = progress_for(prep, verbosity(quiet, verbose))
+    with Signals() as sig:
         opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
                        **problem_options(prep.settings))
-        eng, save = _engine(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
+        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
         if not cannot_judge(session, prep.settings):
             with shown:
                 eng.diagnose()
@@ -242,10 +164,10 @@ def check(
     from diagnose.risks import static_risks
     prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1))
     outdir = OutDir(out_dir, "--out") if out_dir else None
-    progress, shown = _progress(prep, _verbosity(quiet, verbose))
-    with _Signals() as sig:
+    progress, shown = progress_for(prep, verbosity(quiet, verbose))
+    with Signals() as sig:
         opts = Options(probes=[], jobs=1, gpu=prep.gpu, bisect=False, confirm=False, **problem_options(prep.settings))
-        eng, save = _engine(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
+        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
         if not cannot_judge(prep.session, prep.settings):
             with shown:
                 eng.diagnose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from diagnose import bisector, carried, evidence, summary
+from diagnose import bisector, carried, evidence, fix_choice, summary
 from diagnose.session import Role, Run, Session
 from diagnose.status import ENDS_RUN, Status, Warning_
 from probes.base import WARM
@@ -22,7 +22,8 @@ class Conclusions:
         self._conclude()
         self.session.verdict_at_s = round(time.monotonic() - self._t0, 1)
         self.save()
-        self.on_verdict(self.session)
+        if any(not st.done.is_set() for st in self._states.values()) or fix_choice.doubtful_evidence(self.session):
+            self.on_verdict(self.session)     # worth saying only when something still follows
 
     def _finish(self) -> Session:
         self.session.diagnosis_s = round(time.monotonic() - self._t0, 1)
