@@ -192,7 +192,8 @@ def audit(s: Session) -> list[Finding]:
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:
     """Every claim with the findings against it, and findings about no printed claim (a run's own status)."""
     claims = derive(s)
-    findings = audit(s)
+    findings = audit(s) + [Finding("claim-runs", c.key, f"its run {rid} does not exist")   # any claim, any kind
+                           for c in claims if c.kind == "measure" for rid in c.runs if s.run(rid) is None]
     keys = {c.key for c in claims}
     return ([(c, [f for f in findings if f.claim == c.key]) for c in claims],
             [f for f in findings if f.claim not in keys])

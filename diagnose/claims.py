@@ -5,7 +5,8 @@ statement of their own) and that the audit (audit.py) re-derives from the raw ru
 how a finding names it, so `diagnose report --audit` can say which sentence of the report is unsupported.
 
 Kinds: verdict, figure (a stage's time against its budget), cause, cleared ("not the cause"),
-inconclusive, fix, cost (the steady state of one working fix).
+inconclusive, fix, cost (the steady state of one working fix), measure (a figure a probe derives from its
+runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures).
 """
 from __future__ import annotations
 
@@ -78,6 +79,10 @@ def derive(s: Session) -> list[Claim]:
     for m in summary.margins(base) if base else []:
         out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
                          (base.id,), ("figure-budget",)))
+    from probes import REGISTRY
+    for m in REGISTRY:
+        for key, text, runs in (m.INFO.figures(s) if m.INFO.figures else []):
+            out.append(Claim(key, "measure", m.INFO.name, text, tuple(runs), ("claim-runs",)))
     for c in s.causes:
         conf = f"confidence {c.confidence}; " + ("changes the outcome" if c.changes_outcome else "time only") + \
             ("" if c.confirmed else ", unconfirmed")

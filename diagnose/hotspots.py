@@ -30,8 +30,12 @@ MECHANISM_WORDS = {
 
 
 # The probe whose suspect a mechanism is, and what to do about it when no toggle was verified.
-MECHANISM_PROBES = {"triton_autotune": "autotune", "extension_build": "extension_build",
-                    "lock_wait:build": "extension_build", "inductor_autotune": "compile_mode"}
+
+
+def owner_probe(mechanism: str | None) -> str | None:
+    """The probe whose toggle addresses time spent inside this mechanism (its INFO.mechanisms)."""
+    from probes import REGISTRY
+    return next((m.INFO.name for m in REGISTRY if mechanism and mechanism in m.INFO.mechanisms), None)
 MECHANISM_HINTS = {
     "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
                        "pre-build such an extension, so a stage only pays for it when the build does not fit there",

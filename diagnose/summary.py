@@ -160,33 +160,6 @@ def source_line(session, line: int) -> str:
     return lines[line - 1].strip() if 0 < line <= len(lines) else ""
 
 
-def warmup_per_iteration(session) -> dict | None:
-    """Seconds per warmup iteration, from the first-call time of runs that differ only in the loop count
-    (the baseline's N, and the warmup probe's 3 and 1): a least-squares slope over (N, seconds)."""
-    probe = next((p for p in session.probes if p["name"] == "warmup" and p["state"] == "run"), None)
-    base = session.baseline
-    if not probe or base is None:
-        return None
-    n_base = max(probe["evidence"].get("counts", {}).values(), default=None)
-    points = []
-    for run in session.runs:
-        if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
-            n = n_base if run is base else int(run.toggle.split("->")[-1])
-            # only a first call that ended: a phase cut off by the deadline measures the deadline
-            fc = [f for f in (first_call(s) for s in run.stages) if f and not f["open"]]
-            if n is not None and fc:
-                points.append((n, fc[0]["total_s"]))
-    if len({n for n, _ in points}) < 2:
-        return None
-    mn = sum(n for n, _ in points) / len(points)
-    mt = sum(t for _, t in points) / len(points)
-    slope = sum((n - mn) * (t - mt) for n, t in points) / sum((n - mn) ** 2 for n, _ in points)
-    span = max(n for n, _ in points) - min(n for n, _ in points)
-    # The same floor the bisector uses: an effect smaller than this is not claimed.
-    measurable = abs(slope * span) > max(NOISE_ABS, NOISE_REL * mt)
-    return {"seconds_per_iteration": round(slope, 4), "points": sorted(points), "measurable": measurable}
-
-
 def overlap(session) -> int:
     """Most runs that were alive at the same moment, from their events' wall-clock times."""
     spans = []

@@ -34,7 +34,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                                f"extensions for the stage; a build longer than its limit never gets there.",
                      evidence=[base.id], site=site, confirmed=confirmed)
     hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
-    owner = hotspots.MECHANISM_PROBES.get((hot or {}).get("mechanism") or "")
+    owner = hotspots.owner_probe((hot or {}).get("mechanism"))
     if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
         sec = st.phase_s("submission_import")
         where = f" (line {site['line']})" if site else ""

@@ -18,7 +18,8 @@ INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  "the autotuner's record in the baseline run (configs compiled and timed per key, seconds, winner)",
                  "pin each kernel to the configs that won in the baseline",
                  describe="Triton's autotuner compiling and timing every config at run time", sites=("autotune",),
-                 needs_baseline=True, ranks={"pinned": 2})
+                 needs_baseline=True, ranks={"pinned": 2},
+                 mechanisms=("triton_autotune",))
 
 
 def tuned(run) -> list[dict]:

@@ -72,6 +72,11 @@ class ProbeInfo:
     # Whether a run shows the mechanism its toggle removes (a frame compiled, a capture made). A toggle run
     # against a baseline that never showed it had nothing to remove: it clears nothing.
     seen: Callable[[Run], bool] | None = None
+    # The sampler's mechanisms (worker/sampler.py) whose time this probe's toggle addresses: a hot spot
+    # inside one of them names this probe as its owner.
+    mechanisms: tuple[str, ...] = ()
+    # Figures this probe derives from the session's runs, as claims: (key, sentence, run ids) each.
+    figures: Callable | None = None
 
 
 def sites(source: str, suspect: str):

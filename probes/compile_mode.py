@@ -24,7 +24,8 @@ INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",
                  "options cleared | global setting off",
                  describe="torch.compile (its mode, or compiling at all)", sites=("compile", "config"),
                  ranks={"compile off": 0, "no CUDA graphs": 2, "no-cudagraphs": 2, "cudagraphs off": 2},
-                 seen=observed.frames_compiled)
+                 seen=observed.frames_compiled,
+                 mechanisms=("inductor_autotune",))
 
 # Modes that record CUDA graphs (cudagraph trees), and the same mode without them.
 RECORDS_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}

@@ -20,7 +20,8 @@ INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc)
                  "the baseline's load_inline / cpp_extension.load builds (step, seconds, outputs, locks)",
                  "without flags that only cost build time | for this GPU's architecture only",
                  describe="a C++/CUDA extension build (ninja, nvcc)", sites=("extension",), needs_baseline=True,
-                 bisect=False, ranks={"only cost build time": 2, "architecture only": 2})
+                 bisect=False, ranks={"only cost build time": 2, "architecture only": 2},
+                 mechanisms=("extension_build", "lock_wait:build"))
 
 BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
               "--resource-usage", "-keep", "--keep"}

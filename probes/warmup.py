@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import observed
+from diagnose import observed, summary
+from diagnose.evidence import NOISE_ABS, NOISE_REL
 from diagnose.edits import apply_edits
 from diagnose.scan import scan_source
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
@@ -19,7 +20,8 @@ from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
                  "counts; before it has run, the static scan)", "N -> 1 | N -> 3",
-                 describe="the warmup iteration count", sites=("warmup",))
+                 describe="the warmup iteration count", sites=("warmup",),
+                 figures=lambda session: figures(session))
 
 
 def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = ()) -> str:
@@ -89,3 +91,47 @@ def plan(ctx: PlanContext) -> Plan:
                       + (f", {v['seconds']} s" if v.get("seconds") else "") + ")" for ln, v in sorted(found.items()))
     return Plan(RUN, f"warmup loops at {where}", toggles,
                 evidence={"loops": found, "counts": {ln: v["count"] for ln, v in found.items()}})
+
+
+def per_iteration(session) -> dict | None:
+    """Seconds per warmup iteration, from the first-call time of runs that differ only in the loop count
+    (the baseline's N, and the warmup probe's 3 and 1): a least-squares slope over (N, seconds)."""
+    probe = next((p for p in session.probes if p["name"] == "warmup" and p["state"] == "run"), None)
+    base = session.baseline
+    if not probe or base is None:
+        return None
+    n_base = max(probe["evidence"].get("counts", {}).values(), default=None)
+    points = []
+    for run in session.runs:
+        if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
+            n = n_base if run is base else int(run.toggle.split("->")[-1])
+            # only a first call that ended: a phase cut off by the deadline measures the deadline
+            fc = [f for f in (summary.first_call(s) for s in run.stages) if f and not f["open"]]
+            if n is not None and fc:
+                points.append((n, fc[0]["total_s"]))
+    if len({n for n, _ in points}) < 2:
+        return None
+    mn = sum(n for n, _ in points) / len(points)
+    mt = sum(t for _, t in points) / len(points)
+    slope = sum((n - mn) * (t - mt) for n, t in points) / sum((n - mn) ** 2 for n, _ in points)
+    span = max(n for n, _ in points) - min(n for n, _ in points)
+    # The same floor the bisector uses: an effect smaller than this is not claimed.
+    measurable = abs(slope * span) > max(NOISE_ABS, NOISE_REL * mt)
+    return {"seconds_per_iteration": round(slope, 4), "points": sorted(points), "measurable": measurable}
+
+
+def figures(session) -> list[tuple[str, str, list[str]]]:
+    """The warmup's cost per iteration, as a claim: (key, sentence, the runs whose first calls give it)."""
+    w = per_iteration(session)
+    if not w:
+        return []
+    pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
+    runs = [r.id for r in session.runs if r is session.baseline or (r.probe == "warmup" and "->" in (r.toggle or ""))]
+    if w["measurable"] and w["seconds_per_iteration"] < 0:   # more iterations, shorter first calls: no cost
+        return [("warmup per iteration", f"Warmup shows no cost per iteration: the first calls were shorter with "
+                                         f"more iterations ({pts})", runs)]
+    if w["measurable"]:
+        return [("warmup per iteration", f"Warmup costs about {w['seconds_per_iteration']:.3f} s per iteration "
+                                         f"(first call, {pts})", runs)]
+    return [("warmup per iteration", f"Warmup has no measurable cost per iteration: the first calls differ by less "
+                                     f"than the noise ({pts})", runs)]

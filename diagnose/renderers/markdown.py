@@ -194,14 +194,8 @@ def _evidence(s: Session) -> list[str]:
                 "for the GPU; it is not charged to the budget.", ""]
     if s.probes:
         out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']}: {p['why']}" for p in s.probes] + [""]
-    w = summary.warmup_per_iteration(s)
-    if w:
-        pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
-        if w["measurable"]:
-            out += [f"Warmup costs about {w['seconds_per_iteration']:.3f} s per iteration (first call, {pts}).", ""]
-        else:
-            out += [f"Warmup has no measurable cost per iteration: the first calls differ by less than the noise "
-                    f"({pts}).", ""]
+    for c in claims.by_kind(claims.derive(s), "measure"):
+        out += [f"{c.text}.", ""]
     return out
 
 
