@@ -211,7 +211,8 @@ class Session:
     bisection: dict = field(default_factory=dict)       # the search: removers, minimal set, checked
     complete: bool = False
     notes: list[str] = field(default_factory=list)
-    verdict_at_s: float | None = None   # seconds into the diagnosis when the verdict and top cause were decided
+    verdict_at_s: float | None = None   # seconds into the diagnosis when the verdict was decided and stated
+    cause_at_s: float | None = None     # ... when the causes were (every decisive toggle and combination ended)
     diagnosis_s: float | None = None    # seconds the whole diagnosis took
 
     def to_dict(self) -> dict:

@@ -38,12 +38,16 @@ def test_the_verdict_comes_first_and_the_report_says_when(tmp_path, audited):
     assert res.returncode == 1, res.stdout + res.stderr
     lines = res.stderr.splitlines()
     said = next(i for i, line in enumerate(lines) if line.startswith("verdict at "))
-    assert "TIMEOUT the stage ran past its 180 s budget; top cause: recompile" in lines[said]
+    assert "TIMEOUT the stage ran past its 180 s budget; the causes follow" in lines[said]
+    # the verdict right after the baseline's last stage, before any toggle's outcome
+    assert lines[said - 1].startswith("r0 done: timeout"), res.stderr
+    causes = next(i for i, line in enumerate(lines) if line.startswith("causes at "))
+    assert causes > said and "top cause recompile; confirmations and fix costs follow" in lines[causes]
     # the runs that only cost the fixes end after it
-    assert any(line.startswith("r") and " done: ok" in line for line in lines[said + 1:]), res.stderr
+    assert any(line.startswith("r") and " done: ok" in line for line in lines[causes + 1:]), res.stderr
     assert "fix: dynamic=True" in res.stdout
     session = json.loads((tmp_path / "out" / "session.json").read_text())
-    assert 0 < session["verdict_at_s"] <= session["diagnosis_s"]
+    assert 0 < session["verdict_at_s"] < session["cause_at_s"] <= session["diagnosis_s"]
     assert "· verdict at " in (tmp_path / "out" / "report.md").read_text()
 
 

@@ -236,3 +236,24 @@ def test_when_the_baseline_cannot_be_judged_here_no_variant_runs():
     others = [r for r in s.runs if r.role != Role.BASELINE]
     assert others and all(r.outcome == Status.SKIPPED and MOOT in r.note for r in others if not r.note.startswith("identical"))
     assert s.verdict.status == Status.NEEDS_GPU and s.causes == [] and s.cleared == []
+
+
+def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage():
+    """A toggle measured once as another's identical variant must not hold the combinations back until
+    that run's fix-costing stages have ended: it decides when its prior passes the failing stage."""
+    src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
+
+    def script(run):
+        if run.toggle in ("compile off", "mode=max-autotune-no-cudagraphs", "dynamic=True") or run.role == Role.COMBINATION:
+            return [ok(n) for n in STAGES]
+        records = [{"compile_id": "0/0", "phase": "first_call:a"},
+                   {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]
+        return [ok("compile"), stage("test", "timeout", wall=60.0, budget=60.0, phase="first_call:a", compile=records),
+                StageResult("benchmark", Status.SKIPPED), StageResult("leaderboard", Status.SKIPPED)]
+    s, runner = diagnose(src, script, jobs=1, probes=["compile_mode", "recompile"])
+    assert any("identical variant" in r.note for r in s.runs)
+    order = [(j["role"], j["toggle"], j["stages"][0]) for j in runner.jobs]
+    first_combo = next(i for i, (role, _, _) in enumerate(order) if role == "combination")
+    last_costing = max(i for i, (_, toggle, st) in enumerate(order)
+                       if toggle == "mode=max-autotune-no-cudagraphs" and st == "leaderboard")
+    assert first_combo < last_costing, order

@@ -14,16 +14,26 @@ from probes.base import WARM
 class Conclusions:
     """Conclusions and confirmations, for the Engine."""
 
-    def _verdict_known(self) -> None:
-        """The baseline and every decisive toggle and combination have ended: the verdict and the top cause
-        stand (a solo confirmation may still qualify them). Say it now; the fix costs and confirmations follow."""
-        if self.stop.is_set():
+    def _say_early(self, what: str) -> None:
+        """Say what is decided before the end. 'verdict': the baseline has ended and its outcome needs no
+        solo confirmation; only the verdict is stated then (causes wait for the probes). 'cause': every
+        decisive toggle and combination has ended; the causes stand (a confirmation may still qualify
+        them) and the fix costs follow."""
+        s = self.session
+        if self.stop.is_set() or s.baseline is None:
             return
-        self._conclude()
-        self.session.verdict_at_s = round(time.monotonic() - self._t0, 1)
+        if what == "verdict":
+            if any(evidence.doubt(st) for st in s.baseline.stages):
+                return      # a time-based outcome in doubt is stated once a solo rerun has confirmed it
+            with self.lock:
+                s.verdict = summary.verdict(s)
+            s.verdict_at_s = round(time.monotonic() - self._t0, 1)
+        else:
+            self._conclude()
+            s.cause_at_s = round(time.monotonic() - self._t0, 1)
         self.save()
-        if any(not st.done.is_set() for st in self._states.values()) or fix_choice.doubtful_evidence(self.session):
-            self.on_verdict(self.session)     # worth saying only when something still follows
+        if any(not st.done.is_set() for st in self._states.values()) or fix_choice.doubtful_evidence(s):
+            self.on_verdict(s, what)     # worth saying only when something still follows
 
     def _finish(self) -> Session:
         self.session.diagnosis_s = round(time.monotonic() - self._t0, 1)

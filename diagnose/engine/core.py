@@ -55,7 +55,7 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
         self.on_save = on_save or (lambda s: None)
         self.on_run_done = on_run_done or (lambda r: None)
         self.on_stage = on_stage or (lambda r: None)
-        self.on_verdict = on_verdict or (lambda s: None)   # once, as soon as the verdict and top cause are decided
+        self.on_verdict = on_verdict or (lambda s, what: None)   # the verdict, then the causes, once each decided
         self._t0 = time.monotonic()
         self.stop = stop or threading.Event()
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
@@ -100,6 +100,7 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
             if not self._wait(self._states[base.id].done):
                 self._release_held()
                 return self._finish()
+            self._say_early("verdict")
             if self._moot.is_set():
                 # Every variant would stop where the baseline did: running them only costs the user time.
                 self._release_held()
@@ -128,7 +129,7 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
             if self.opts.bisect:
                 bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers),
                                 prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
-            self._verdict_known()
+            self._say_early("cause")
             self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
             self._conclude()
             if self.opts.confirm:

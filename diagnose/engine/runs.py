@@ -42,7 +42,7 @@ class RunPool:
             self.sources[run.id] = source
             if prior is not None:
                 run.note = f"identical variant: measured once, as {prior.id}"
-                self._states[run.id] = st = _State(run, source, [])
+                self._states[run.id] = st = _State(run, source, [], prior=prior.id)
                 threading.Thread(target=self._mirror, args=(run, prior), daemon=True).start()
                 return run
             if not fresh:
@@ -170,6 +170,8 @@ class RunPool:
         st = self._states[run.id]
         if st.done.is_set():
             return True
+        if st.prior is not None:    # measured once, as the prior: its stages arrive only when it has ended
+            return self._decided(self.session.run(st.prior))
         base = self.session.baseline
         failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
         return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)
@@ -186,3 +188,4 @@ class _State:
     warm_from: str | None = None
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
+    prior: str | None = None     # an identical variant's run: this one decides when that one does

@@ -75,6 +75,8 @@ def _no_cause(s: Session) -> str:
         return "none: this machine cannot judge the submission."
     if st in (Status.INTERRUPTED, Status.INCOMPLETE):
         return "none: the diagnosis stopped before any probe could tell."
+    if not s.complete and s.cause_at_s is None and s.diagnosis_s is None:
+        return "pending: the probes had not decided when this report was written."
     own = next((i for i in s.inconclusive if i.probe == UNEXPLAINED), None)
     if own:
         return f"inconclusive: {own.reason}."
@@ -254,7 +256,7 @@ def render(session: Session) -> str:
     cl = claims.derive(s)     # every statement of the conclusions comes from these
     lines = _head(s, cl)
     took = "" if s.diagnosis_s is None else (f" · verdict at {s.verdict_at_s:.0f} s" if s.verdict_at_s else "") + \
-        f" · diagnosis {s.diagnosis_s:.0f} s"
+        (f" · causes at {s.cause_at_s:.0f} s" if s.cause_at_s else "") + f" · diagnosis {s.diagnosis_s:.0f} s"
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}{took}_", ""]
     for part in (_verdict, _causes, _fix):
         lines += part(s, cl)

@@ -79,13 +79,17 @@ class Progress:
         left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
         return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
 
-    def on_verdict(self, session) -> None:
+    def on_verdict(self, session, what: str = "cause") -> None:
         from diagnose import claims
         cl = claims.derive(session)
         v = claims.one(cl, "verdict")
-        top = claims.by_kind(cl, "cause")
-        text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}" + (
-            f"; top cause: {top[0].title}" if top else "") + "; confirmations and fix costs follow"
+        if what == "verdict":
+            text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}; the causes follow"
+        else:
+            top = claims.by_kind(cl, "cause")
+            text = (f"causes at {_dur(session.cause_at_s or 0)}: " +
+                    (f"top cause {top[0].title}" if top else f"{v.title}, no cause found") +
+                    "; confirmations and fix costs follow")
         with self.lock:
             self.early = text
         self.verdict_line(text)

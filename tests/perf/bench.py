@@ -108,6 +108,7 @@ def main(parts: list[str]) -> None:
             res[f"diagnose_{part}_critical_path"] = critical_path(s)
             res[f"diagnose_{part}_confirmations"] = len([r for r in s["runs"] if r["role"] == "confirm"])
             res[f"diagnose_{part}_verdict_at_s"] = s.get("verdict_at_s")
+            res[f"diagnose_{part}_cause_at_s"] = s.get("cause_at_s")
             res[f"diagnose_{part}_verdict"] = s["verdict"]["status"]
             res[f"diagnose_{part}_fix"] = (s.get("fix") or {}).get("toggle")
             res[f"diagnose_{part}_skipped"] = [r["note"] for r in s["runs"] if r["note"].startswith("not run")]
@@ -117,6 +118,8 @@ def main(parts: list[str]) -> None:
                     # the verdict's wall time: what the engine measured, plus the CLI's start before it
                     lead = t - (s.get("diagnosis_s") or t)
                     res[f"diagnose_{part}_verdict_ratio"] = round((s["verdict_at_s"] + lead) / res["cold_run_s"], 2)
+                if s.get("cause_at_s") is not None:
+                    res[f"diagnose_{part}_cause_ratio"] = round((s["cause_at_s"] + lead) / res["cold_run_s"], 2)
     if "fidelity" in parts:
         t, rc, out = timed(["run", str(BASELINE), "--stages", "benchmark"])
         s = session(out)
