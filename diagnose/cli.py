@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -38,6 +39,7 @@ class _Command(typer.core.TyperCommand):
 
 
 _NO_ARGS = getattr(_cx, "NoArgsIsHelpError", ())   # click >= 8.2: `diagnose` alone shows the help
+_ABORT = getattr(_cx, "Abort", KeyboardInterrupt)   # not in every click's exceptions module
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
@@ -179,6 +181,34 @@ def check(
     raise typer.Exit(sig.code or check_exit(prep.session, safe))
 
 
+@app.command(cls=_Command)
+def bisect(
+    good: Path = typer.Argument(..., metavar="GOOD", show_default=False,
+                                help="The version that passes (with --git: the file, at both revisions)."),
+    bad: Optional[Path] = typer.Argument(None, metavar="BAD", show_default=False, help="The version that fails."),
+    git: Optional[str] = typer.Option(None, "--git", metavar="REV_GOOD..REV_BAD", help="Take both versions of GOOD "
+                                                                                      "from git."),
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = COMPILE_BUDGET,
+    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST", help="Stages to run."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time."),
+    small: Optional[bool] = SMALL,
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="Output directory."),
+    no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Stop at the minimal edits (no diagnosis of them)."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
+):
+    """Which edits between GOOD and BAD make it fail: the minimal set, tested, then diagnosed. Exit 0 found,
+    1 none verified, 2 bad input, 3 cannot be judged here."""
+    from diagnose.cli_bisect import bisect as bisect_edits
+    inputs = dict(problem=problem, task=task, budget=budget, compile_budget=compile_budget, stages=stages,
+                  small=small, jobs=jobs)
+    raise typer.Exit(bisect_edits(good, bad, git, inputs, out_dir, not no_diagnose, quiet, verbose, runner))
+
+
 @app.command("probes", cls=_Command)
 def probes_cmd():
     """List the probe registry."""
@@ -249,8 +279,12 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_error(e.format_message().replace("\n", " ")))
     except BadInput as e:
         sys.exit(_error(str(e)))
-    except _cx.Abort:
+    except (_ABORT, KeyboardInterrupt):
         sys.exit(130)
     except _cx.ClickException as e:
         sys.exit(_error(e.format_message(), e.exit_code))
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line (the traceback with DIAGNOSE_DEBUG=1)
+        if os.environ.get("DIAGNOSE_DEBUG"):
+            raise
+        sys.exit(_error(f"internal error (a bug in diagnose): {type(e).__name__}: {e}", 70))
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -6,3 +6,7 @@ Failures of the submission are never exceptions: they are data in a run record (
 
 class BadInput(Exception):
     """The user gave us something we cannot run: say what and where, in one line."""
+
+
+class CannotJudge(Exception):
+    """This machine cannot judge the submission (no GPU of its kind, a package it lacks): exit 3."""

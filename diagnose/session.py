@@ -208,6 +208,7 @@ class Session:
     inconclusive: list[Inconclusive] = field(default_factory=list)
     fix: Fix | None = None
     warnings: list[dict] = field(default_factory=list)  # {kind: Warning_, message}
+    edit_bisect: dict = field(default_factory=dict)     # `diagnose bisect`: edits, tested combinations, minimal set
     bisection: dict = field(default_factory=dict)       # the search: removers, minimal set, checked
     complete: bool = False
     notes: list[str] = field(default_factory=list)

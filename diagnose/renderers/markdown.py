@@ -13,7 +13,7 @@ import shlex
 
 from diagnose import claims, hotspots, summary
 from diagnose.claims import Claim
-from diagnose.renderers import md_libs, md_stages, md_state
+from diagnose.renderers import md_bisect, md_libs, md_stages, md_state
 from diagnose.renderers.text import code_span, fence
 from diagnose.session import Role, Run, Session
 from diagnose.status import UNEXPLAINED, Status
@@ -258,6 +258,10 @@ def render(session: Session) -> str:
     took = "" if s.diagnosis_s is None else (f" · verdict at {s.verdict_at_s:.0f} s" if s.verdict_at_s else "") + \
         (f" · causes at {s.cause_at_s:.0f} s" if s.cause_at_s else "") + f" · diagnosis {s.diagnosis_s:.0f} s"
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}{took}_", ""]
+    if s.edit_bisect:    # `diagnose bisect`: the search, then the runs behind it
+        lines += _verdict(s, cl) + md_bisect.sections(s) + _evidence(s) + _environment(s)
+        lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
+        return "\n".join(lines).rstrip() + "\n"
     for part in (_verdict, _causes, _fix):
         lines += part(s, cl)
     for part in (_where, _evidence, _gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,

@@ -20,8 +20,8 @@ from diagnose.status import ENDS_RUN, Status
 
 
 class ScriptedRunner:
-    def __init__(self, script, delay_s: float = 0.0):
-        self.script, self.delay_s = script, delay_s
+    def __init__(self, script, delay_s: float = 0.0, with_source: bool = False):
+        self.script, self.delay_s, self.with_source = script, delay_s, with_source   # script(run[, source])
         self.jobs: list[dict] = []
         self._lock = threading.Lock()
         self._active: set[str] = set()
@@ -36,7 +36,7 @@ class ScriptedRunner:
                               "solo": job.solo, "beside": beside, "watch": list(job.watch),
                               "warm_from": job.warm_from})
         try:
-            planned = {s.name: s for s in self.script(run)}
+            planned = {s.name: s for s in (self.script(run, job.source) if self.with_source else self.script(run))}
             for name in job.stages:
                 if stop.is_set():
                     break
@@ -61,13 +61,16 @@ class ScriptedRunner:
         return None
 
 
-def _matches(rule: dict, run) -> bool:
+def _matches(rule: dict, run, source: str) -> bool:
     """A rule's `match` names what a run must have: probe (null: the submission as it is), toggle, role,
-    removed (the suspects a combination takes out, in any order)."""
+    removed (the suspects a combination takes out, in any order), source_has and source_lacks (texts its
+    source must hold, or must not: what `bisect` tests are scripted by)."""
     m = rule.get("match", {})
     return (("probe" not in m or m["probe"] == run.probe) and ("toggle" not in m or m["toggle"] == run.toggle)
             and ("role" not in m or m["role"] == str(run.role))
-            and ("removed" not in m or sorted(m["removed"]) == sorted(run.removed)))
+            and ("removed" not in m or sorted(m["removed"]) == sorted(run.removed))
+            and all(t in source for t in m.get("source_has", []))
+            and not any(t in source for t in m.get("source_lacks", [])))
 
 
 def from_file(path: Path) -> ScriptedRunner:
@@ -77,7 +80,7 @@ def from_file(path: Path) -> ScriptedRunner:
     rules = data.get("runs", [])
     default = [StageResult.from_dict(s) for s in data.get("default", [])]
 
-    def script(run):
-        rule = next((r for r in rules if _matches(r, run)), None)
+    def script(run, source=""):
+        rule = next((r for r in rules if _matches(r, run, source)), None)
         return [StageResult.from_dict(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
-    return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)))
+    return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)), with_source=True)

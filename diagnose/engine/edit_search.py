@@ -1,0 +1,152 @@
+"""Which of my edits made it fail? The edit bisection between a GOOD and a BAD version of a submission.
+
+Takes an Engine whose submission is GOOD (its runs are the same faithful runs as `run`: fresh
+containers, the harness's stages and budgets), BAD's source and the edits between them (ast_diff.py).
+Gives the session's `edit_bisect` record: every tested combination (edits applied, decision, outcome,
+stage times), and the 1-minimal set of edits that, applied to GOOD, fails as BAD fails (ddmin).
+
+A combination that does not parse, or whose run breaks on an edit alone (a NameError at an edited line:
+a rename applied without its uses), is untestable: never counted as a pass or a failure. A time-based
+outcome that other runs may have skewed is rerun alone before it decides.
+"""
+from __future__ import annotations
+
+from diagnose import ast_diff, evidence
+from diagnose.bisector import ddmin
+from diagnose.comparison import broken_by_edit
+from diagnose.errors import BadInput, CannotJudge
+from diagnose.findings import Verdict
+from diagnose.scheduler import Scheduler
+from diagnose.session import Role, Run
+from diagnose.status import NO_EVIDENCE, Status
+
+PASS, FAIL, OTHER, UNTESTABLE = "pass", "fail", "other failure", "untestable"
+
+
+class EditSearch:
+    def __init__(self, eng, bad_source: str, edits: list[ast_diff.Edit]):
+        self.eng, self.bad_source, self.edits = eng, bad_source, edits
+        self.by_id = {e.id: e for e in edits}
+        self.rows: dict[frozenset, dict] = {}
+        self.want: Status | None = None
+
+    # -- one combination ------------------------------------------------------------------------------
+    def _source(self, keep) -> str:
+        return ast_diff.apply(self.eng.sub.source, [self.by_id[i] for i in sorted(keep, key=lambda x: int(x[1:]))])
+
+    def _label(self, keep) -> str:
+        ids = sorted(keep, key=lambda x: int(x[1:]))
+        return "GOOD" if not ids else "BAD (every edit)" if len(ids) == len(self.edits) else "+".join(ids)
+
+    def launch(self, keep) -> None:
+        key = frozenset(keep)
+        if key in self.rows:
+            return
+        source = self._source(keep)
+        row = {"applied": sorted(key, key=lambda x: int(x[1:])), "label": self._label(key), "run": None,
+               "decision": None, "outcome": None, "note": ""}
+        self.rows[key] = row
+        if not ast_diff.parses(source):
+            row.update(decision=UNTESTABLE, note="does not parse")
+            return
+        role = Role.BASELINE if not key else Role.SINGLE
+        row["run"] = self.eng.launch(role, None if not key else "bisect", None if not key else row["label"],
+                                     source).id
+
+    def decide(self, keep) -> str | None:
+        """pass | fail | other failure | untestable; None when the diagnosis was stopped."""
+        self.launch(keep)
+        row = self.rows[frozenset(keep)]
+        if row["decision"] is not None:
+            return row["decision"]
+        run = self.eng.session.run(row["run"])
+        if not self.eng._wait(self.eng._states[run.id].done):
+            return None
+        run = self._alone(run, keep)
+        if run is None:
+            return None
+        row["outcome"] = str(run.outcome)
+        row["seconds"] = {st.name: round(st.charged_s, 1) for st in run.stages if st.status != Status.SKIPPED}
+        broke = broken_by_edit(run) if keep else None
+        if broke:
+            row.update(decision=UNTESTABLE, note=f"broken by the edit: {broke}")
+        elif run.outcome in NO_EVIDENCE:
+            row.update(decision=UNTESTABLE, note=f"the run says nothing ({run.outcome})")
+        elif run.outcome == Status.OK:
+            row["decision"] = PASS
+        elif self.want is None or run.outcome == self.want:
+            row["decision"] = FAIL
+        else:
+            row.update(decision=OTHER, note=f"{run.outcome}, not BAD's {self.want}")
+        return row["decision"]
+
+    def _alone(self, run: Run, keep) -> Run | None:
+        """A time-based outcome that other runs may have skewed decides only from a solo rerun."""
+        if not any(evidence.doubt(st) for st in run.stages):
+            return run
+        c = self.eng.launch(Role.CONFIRM, "bisect", self._label(keep), self.eng.sources[run.id], confirms=run.id)
+        if not self.eng._wait(self.eng._states[c.id].done):
+            return None
+        self.rows[frozenset(keep)]["note"] = f"decided by its solo rerun {c.id}"
+        self.rows[frozenset(keep)]["run"] = c.id
+        return c
+
+    # -- the search -----------------------------------------------------------------------------------
+    def run(self) -> dict:
+        eng = self.eng
+        eng.sched = Scheduler(eng.opts.jobs, eng.stop)
+        eng._all_launched.set()
+        try:
+            every = [e.id for e in self.edits]
+            self.launch([])
+            self.launch(every)
+            good, bad = self.decide([]), self.decide(every)
+            self._check_ends(good, bad)
+            self.want = eng.session.run(self.rows[frozenset(every)]["run"]).outcome
+            minimal = ddmin(every, lambda keep: self.decide(keep) == FAIL,
+                            prefetch=lambda subsets: [self.launch(k) for k in subsets])
+            confirmed = self.decide(minimal) == FAIL
+            return self._record(minimal if confirmed else [], every)
+        finally:
+            eng.sched.close()
+
+    def _check_ends(self, good: str | None, bad: str | None) -> None:
+        s = self.eng.session
+        if good is None or bad is None:
+            raise KeyboardInterrupt
+        g = s.run(self.rows[frozenset()]["run"])
+        b = s.run(self.rows[frozenset(e.id for e in self.edits)]["run"])
+        if Status.NEEDS_GPU in (g.outcome, b.outcome):
+            st = next(x for x in (g.failed_stage, b.failed_stage) if x is not None)
+            raise CannotJudge(f"this machine cannot judge these versions: {st.message}")
+        if good != PASS:
+            st = g.failed_stage
+            where = f" in {st.name}" + (f" ({st.phase})" if st.phase else "") if st else ""
+            raise BadInput(f"GOOD does not pass here: it ended {g.outcome}{where}; bisect needs a GOOD that passes "
+                           f"(run {g.id})")
+        if bad != FAIL:
+            raise BadInput(f"BAD does not fail here: it ended {b.outcome} (run {b.id}); bisect needs a BAD that "
+                           f"fails under the same stages and budget")
+
+    def _record(self, minimal: list[str], every: list[str]) -> dict:
+        s = self.eng.session
+        rows = list(self.rows.values())
+        ran = [r for r in rows if r["run"] is not None and r["applied"] and len(r["applied"]) < len(every)]
+        mrow = self.rows.get(frozenset(minimal)) if minimal else None
+        out = {"edits": [{"id": e.id, "kind": e.kind, "where": e.where, "good_lines": list(e.good),
+                          "summary": e.summary(), "bad_text": e.bad_text, "good_text": e.good_text}
+                         for e in self.edits],
+               "rows": rows, "minimal": minimal, "minimal_run": mrow["run"] if mrow else None,
+               "want": str(self.want), "runs": len(ran) + 2, "exhaustive": 2 ** len(every),
+               "good_run": self.rows[frozenset()]["run"], "bad_run": self.rows[frozenset(every)]["run"]}
+        s.edit_bisect = out
+        if minimal:
+            ids = ", ".join(minimal)
+            s.verdict = Verdict(self.want, message=f"the edits {ids} alone turn GOOD's pass into BAD's {self.want}",
+                                runs=[out["good_run"], out["bad_run"], out["minimal_run"]])
+        else:
+            s.verdict = Verdict(Status.INCOMPLETE, message="no minimal set of edits could be verified",
+                                runs=[out["good_run"], out["bad_run"]],
+                                note="combinations that did not parse or broke on an edit alone decide nothing")
+        s.complete = not self.eng.stop.is_set()
+        return out
