@@ -27,7 +27,7 @@ class Edit:
 
     def summary(self) -> str:
         old, new = _first_change(self.good_text, self.bad_text)
-        at = f"L{self.good[0]}" if self.kind != "insert" else f"after L{self.good[0]}"
+        at = f"L{self.good[0]}" if self.kind != "insert" else f"after L{self.good[0] - 1}"
         inside = "" if self.where == "module" else f" in {self.where}"
         what = {"insert": f"+ {new}", "delete": f"- {old}"}.get(self.kind, f"{old} -> {new}")
         return f"{at}{inside}: {what}"
@@ -119,6 +119,15 @@ class _Differ:
                 if ast.dump(g) != ast.dump(b):
                     self.add("replace", where, (_start(g), g.end_lineno), (_start(b), b.end_lineno))
             return
+        if gs and bs:       # align by kind of statement: a changed docstring next to a new import is two edits
+            sm = difflib.SequenceMatcher(None, [type(x).__name__ for x in gs], [type(x).__name__ for x in bs],
+                                         autojunk=False)
+            ops = sm.get_opcodes()
+            if len(ops) > 1:
+                for _, i1, i2, j1, j2 in ops:
+                    self.segment(gs[i1:i2], bs[j1:j2], where, gs[i1 - 1].end_lineno if i1 else before,
+                                 bs[j1 - 1].end_lineno if j1 else b_before)
+                return
         b_span = (_start(bs[0]), bs[-1].end_lineno) if bs else None
         if not gs:      # with the blank lines and comments that lead up to it in BAD
             self.add("insert", where, (before + 1, before), (b_before + 1, b_span[1]))

@@ -10,7 +10,7 @@ import pytest
 
 from diagnose import ast_diff
 from tests.builders import stage
-from tests.conftest import EXAMPLES, cli
+from tests.conftest import EXAMPLES, FIXTURES as FIXTURES_DIR, cli
 
 CONSTS = [f"K{i}" for i in range(10)]
 
@@ -140,3 +140,28 @@ def test_versions_that_do_not_differ_and_a_missing_bad_are_bad_input(tmp_path):
     assert res.returncode == 2 and "do not differ in any statement" in res.stderr, res.stderr
     res = cli("bisect", tmp_path / "a.py", "-o", tmp_path / "o2")
     assert res.returncode == 2 and "needs GOOD and BAD" in res.stderr, res.stderr
+
+
+def test_real_runs_find_the_slow_warmup_among_three_edits(tmp_path, audited):
+    """The same search with real processes: GOOD is a correct kernel; BAD also names its result, changes the
+    docstring and warms up with a 1 s pause per call. Only the warmup (with its import) fails."""
+    good = (FIXTURES_DIR / "healthy.py").read_text()
+    bad = good.replace('"""A correct FP8 dual GEMM, no tricks."""', '"""A correct FP8 dual GEMM, now warmed up."""')
+    bad = bad.replace("import torch\n", "import time\nimport torch\n")
+    bad = bad.replace("    a, b1, b2, sa, sb1, sb2 = data\n",
+                      "    a, b1, b2, sa, sb1, sb2 = data\n    for _ in range(40):\n        time.sleep(1)\n")
+    bad = bad.replace("return (F.silu(r1) * r2).half()", "out = (F.silu(r1) * r2).half()\n    return out")
+    (tmp_path / "good.py").write_text(good)
+    (tmp_path / "bad.py").write_text(bad)
+    out = tmp_path / "out"
+    res = cli("bisect", tmp_path / "good.py", tmp_path / "bad.py", "-s", "test", "-b", "10", "--no-diagnose",
+              "-o", out, env={"CI": "1"}, timeout=600)
+    assert res.returncode == 0, res.stdout + res.stderr
+    b = _found(out)
+    loop = next(e["id"] for e in b["edits"] if "time.sleep(1)" in e["bad_text"])
+    imp = next(e["id"] for e in b["edits"] if e["bad_text"].strip() == "import time")
+    # the loop needs its import: alone it is a NameError (untestable), with it the timeout
+    assert b["minimal"] == [imp, loop] and b["want"] == "timeout", b
+    assert any(r["decision"] == "untestable" and r["applied"] == [loop] for r in b["rows"])
+    assert b["runs"] <= 16, b["runs"]
+    print(f"real runs: {b['runs']} of {b['exhaustive']}")
