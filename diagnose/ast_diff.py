@@ -182,3 +182,65 @@ def parses(source: str) -> bool:
         return True
     except (SyntaxError, ValueError, RecursionError):
         return False
+
+
+def _names(text: str) -> tuple[set[str], set[str]]:
+    """(names a statement binds at its own level, names it reads), from its text alone."""
+    import textwrap
+    src = textwrap.dedent(text)
+    tree = None
+    for attempt in (src, src.rstrip() + "\n    pass\n"):     # a def's header alone has no body
+        try:
+            tree = ast.parse(attempt)
+            break
+        except SyntaxError:
+            continue
+    if tree is None:
+        return set(), set()
+    bound, read = set(), set()
+    for node in tree.body:
+        if isinstance(node, DEFS):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+        else:
+            bound.update(n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return bound, read
+
+
+def requirements(good: str, chosen: list[Edit]) -> dict[str, set[str]]:
+    """Edit id -> the edits it cannot run without: those that define a new name it reads, and those that
+    replace GOOD's every use of a name it takes away (a rename and its uses). Static and by name only:
+    what it misses shows up at run time as a NameError, and that combination is untestable."""
+    good_bound = set()
+    for node in ast.walk(ast.parse(good)):
+        if isinstance(node, DEFS):
+            good_bound.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            good_bound.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            good_bound.update((a.asname or a.name).split(".")[0] for a in node.names)
+    facts = {e.id: (_names(e.bad_text), _names(e.good_text)) for e in chosen}
+    out = {e.id: set() for e in chosen}
+    for e in chosen:
+        (b_bound, b_read), (g_bound, _) = facts[e.id]
+        for f in chosen:
+            if f is e:
+                continue
+            (fb_bound, _), (_, fg_read) = facts[f.id]
+            new_here = (b_read - good_bound) & (fb_bound - good_bound)
+            gone = (g_bound - b_bound) & fg_read      # e removes a name f's GOOD text reads: f replaces that use
+            if new_here or gone:
+                out[e.id].add(f.id)
+    return out
+
+
+def closure(ids, needs: dict[str, set[str]]) -> list[str]:
+    todo, got = list(ids), set()
+    while todo:
+        i = todo.pop()
+        if i not in got:
+            got.add(i)
+            todo += needs.get(i, ())
+    return sorted(got, key=lambda x: int(x[1:]))

@@ -94,7 +94,8 @@ def broken_by_edit(run: Run) -> str | None:
     if typ not in BROKEN_TYPES:
         return None
     at_edit = bool(st.site and st.site.get("line") in set(run.watched))
-    return f"{typ} at line {st.site['line']}" if at_edit else f"{typ}: {st.message}"
+    return f"{typ} at line {st.site['line']}" if at_edit else (st.message if st.message.startswith(typ) else
+                                                                f"{typ}: {st.message}")
 
 
 def compare(session: Session, base: Run, run: Run) -> str:

@@ -18,17 +18,18 @@ CONSTS = [f"K{i}" for i in range(10)]
 def _pair(culprits=(), untestable=False):
     """GOOD and BAD that differ in 10 constants, the warmup count and the compile mode (each one edit),
     plus a renamed helper when `untestable` (the rename and its use are two edits: either alone breaks)."""
-    good = ["import time", "import torch", "", "", "def helper(data):", "    return data", "", ""] + \
+    good = ["import time", "import torch", "", "", "class H:", "    def run(self, data):", "        return data", "",
+            "", "_H = H()"] + \
         [f"{c} = 1" for c in CONSTS] + ["WARMUP = 3", 'MODE = "default"', "", "",
                                         "def custom_kernel(data):", "    for _ in range(WARMUP):", "        data = data",
-                                        "    return helper(data)", ""]
+                                        "    return _H.run(data)", ""]
     bad = "\n".join(good)
     for c in CONSTS:
         bad = bad.replace(f"{c} = 1", f"{c} = 2")
     bad = bad.replace("WARMUP = 3", "WARMUP = 100").replace('MODE = "default"', 'MODE = "max-autotune"')
-    if untestable:
-        bad = bad.replace("def helper(data):", "def helper_v2(data):").replace("    return helper(data)",
-                                                                          "    return helper_v2(data)")
+    if untestable:      # a method renamed, and its call: no name ties them, an attribute does
+        bad = bad.replace("    def run(self, data):", "    def run_v2(self, data):").replace(
+            "    return _H.run(data)", "    return _H.run_v2(data)")
     return "\n".join(good), bad
 
 
@@ -44,8 +45,8 @@ def _script(path, rules):
 
 TIMEOUT = [stage("test", "timeout", wall=30.0, budget=30, phase="first_call:a", message="ran past its budget")]
 CRASH = [stage("test", "crash", wall=3.0, budget=30, phase="first_call:a", message="Cannot prepare for replay")]
-NAME_ERROR = [stage("test", "crash", wall=1.0, budget=30, phase="submission_import", message="NameError",
-                    exception={"type": "NameError", "message": "name 'helper_v2' is not defined"})]
+ATTRIBUTE_ERROR = [stage("test", "crash", wall=1.0, budget=30, phase="first_call:a", message="AttributeError",
+                         exception={"type": "AttributeError", "message": "'H' object has no attribute 'run_v2'"})]
 
 
 def _bisect(tmp_path, good, bad, rules, *extra):
@@ -66,6 +67,8 @@ def test_every_subset_of_the_edits_applies_and_parses_and_all_of_them_are_bad():
     good, bad = _pair(untestable=True)
     edits = ast_diff.edits(good, bad)
     assert len(edits) == 14 and {e.kind for e in edits} == {"replace", "header"}
+    # statically, nothing ties the method's rename to its call (an attribute): either alone is allowed
+    assert not any(ast_diff.requirements(good, edits).values())
     assert ast_diff.apply(good, edits) == bad and ast_diff.apply(good, []) == good
     for r in (1, 2, 13):
         for sub in itertools.combinations(edits, r):
@@ -77,7 +80,13 @@ def test_round9_against_its_baseline_is_nine_edits_that_rebuild_it_exactly():
     edits = ast_diff.edits(good, bad)
     assert len(edits) == 9 and ast_diff.apply(good, edits) == bad
     assert any(e.kind == "insert" and "torch.compile(mode=\"max-autotune\"" in e.bad_text for e in edits)
-    assert any("output = _fused_silu_mul(r1, r2)" in e.summary() for e in edits)   # the capture's line
+    capture = next(e for e in edits if "output = _fused_silu_mul(r1, r2)" in e.summary())   # the capture's line
+    compiled = next(e for e in edits if e.kind == "insert" and "torch.compile" in e.bad_text)
+    needs = ast_diff.requirements(good, edits)
+    assert ast_diff.closure([capture.id], needs) == sorted([capture.id, compiled.id], key=lambda x: int(x[1:]))
+    # the class rename, the instance's rename and its use: any one of them brings the other two
+    rename = [e.id for e in edits if "_santos_cache" in e.bad_text or "class _SantosGraphCache" in e.bad_text]
+    assert len(rename) == 3 and all(ast_diff.closure([i], needs) == rename for i in rename)
 
 
 def test_one_culprit_among_twelve_edits(tmp_path, audited):
@@ -109,8 +118,8 @@ def test_two_edits_that_only_fail_together(tmp_path, audited):
 
 def test_an_edit_that_breaks_the_program_alone_is_untestable_never_a_pass_or_a_failure(tmp_path, audited):
     good, bad = _pair(untestable=True)
-    rules = [({"source_has": ["helper_v2(data)"], "source_lacks": ["def helper_v2"]}, NAME_ERROR),
-             ({"source_has": ["def helper_v2"], "source_lacks": ["helper_v2(data)"]}, NAME_ERROR),
+    rules = [({"source_has": ["_H.run_v2("], "source_lacks": ["def run_v2"]}, ATTRIBUTE_ERROR),
+             ({"source_has": ["def run_v2"], "source_lacks": ["_H.run_v2("]}, ATTRIBUTE_ERROR),
              ({"source_has": ["WARMUP = 100"]}, TIMEOUT)]
     res, out = _bisect(tmp_path, good, bad, rules)
     assert res.returncode == 0, res.stdout + res.stderr
@@ -118,7 +127,7 @@ def test_an_edit_that_breaks_the_program_alone_is_untestable_never_a_pass_or_a_f
     culprit = next(e["id"] for e in b["edits"] if "WARMUP = 100" in e["bad_text"])
     assert b["minimal"] == [culprit]
     broken = [r for r in b["rows"] if r["decision"] == "untestable"]
-    assert broken and all("NameError" in r["note"] for r in broken)
+    assert broken and all("AttributeError" in r["note"] for r in broken)
     print(f"untestable beside the culprit: {b['runs']} runs of {b['exhaustive']}")
 
 
@@ -160,8 +169,9 @@ def test_real_runs_find_the_slow_warmup_among_three_edits(tmp_path, audited):
     b = _found(out)
     loop = next(e["id"] for e in b["edits"] if "time.sleep(1)" in e["bad_text"])
     imp = next(e["id"] for e in b["edits"] if e["bad_text"].strip() == "import time")
-    # the loop needs its import: alone it is a NameError (untestable), with it the timeout
+    # the loop reads a name only the import defines: it is never tried without it
     assert b["minimal"] == [imp, loop] and b["want"] == "timeout", b
-    assert any(r["decision"] == "untestable" and r["applied"] == [loop] for r in b["rows"])
+    assert next(e for e in b["edits"] if e["id"] == loop)["needs"] == [imp]
+    assert not any(r["applied"] == [loop] for r in b["rows"]) and not any(r["decision"] == "untestable" for r in b["rows"])
     assert b["runs"] <= 16, b["runs"]
     print(f"real runs: {b['runs']} of {b['exhaustive']}")

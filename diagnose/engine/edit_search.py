@@ -5,9 +5,11 @@ containers, the harness's stages and budgets), BAD's source and the edits betwee
 Gives the session's `edit_bisect` record: every tested combination (edits applied, decision, outcome,
 stage times), and the 1-minimal set of edits that, applied to GOOD, fails as BAD fails (ddmin).
 
-A combination that does not parse, or whose run breaks on an edit alone (a NameError at an edited line:
-a rename applied without its uses), is untestable: never counted as a pass or a failure. A time-based
-outcome that other runs may have skewed is rerun alone before it decides.
+An edit always comes with the edits it cannot run without (the def of a new name it reads; the uses of a
+name it renames away: ast_diff.requirements). A combination that still does not parse, or whose run
+breaks on an edit alone (a NameError at an edited line), is untestable: never counted as a pass or a
+failure. Failing means failing as BAD fails: the same status, stage and exception type; any other failure
+is recorded as such. A time-based outcome that other runs may have skewed is rerun alone before it decides.
 """
 from __future__ import annotations
 
@@ -23,12 +25,29 @@ from diagnose.status import NO_EVIDENCE, Status
 PASS, FAIL, OTHER, UNTESTABLE = "pass", "fail", "other failure", "untestable"
 
 
+def _signature(run: Run) -> tuple:
+    """Which failure: a crash elsewhere, or of another kind, is another failure, not BAD's."""
+    st = run.failed_stage
+    if st is None:
+        return (str(run.outcome),)
+    return (str(st.status), st.name, (st.exception or {}).get("type") if st.status == Status.CRASH else None)
+
+
+def _said(sig: tuple | None) -> str:
+    if not sig:
+        return "?"
+    return " ".join(str(x) for x in (sig[0], f"in {sig[1]}" if len(sig) > 1 else None,
+                                      sig[2] if len(sig) > 2 else None) if x)
+
+
 class EditSearch:
     def __init__(self, eng, bad_source: str, edits: list[ast_diff.Edit]):
         self.eng, self.bad_source, self.edits = eng, bad_source, edits
         self.by_id = {e.id: e for e in edits}
+        self.needs = ast_diff.requirements(eng.sub.source, edits)
         self.rows: dict[frozenset, dict] = {}
         self.want: Status | None = None
+        self.want_sig: tuple | None = None      # BAD's failure: status, stage, exception type
 
     # -- one combination ------------------------------------------------------------------------------
     def _source(self, keep) -> str:
@@ -39,6 +58,7 @@ class EditSearch:
         return "GOOD" if not ids else "BAD (every edit)" if len(ids) == len(self.edits) else "+".join(ids)
 
     def launch(self, keep) -> None:
+        keep = ast_diff.closure(keep, self.needs)
         key = frozenset(keep)
         if key in self.rows:
             return
@@ -55,6 +75,7 @@ class EditSearch:
 
     def decide(self, keep) -> str | None:
         """pass | fail | other failure | untestable; None when the diagnosis was stopped."""
+        keep = ast_diff.closure(keep, self.needs)     # an edit comes with the edits it cannot run without
         self.launch(keep)
         row = self.rows[frozenset(keep)]
         if row["decision"] is not None:
@@ -74,10 +95,10 @@ class EditSearch:
             row.update(decision=UNTESTABLE, note=f"the run says nothing ({run.outcome})")
         elif run.outcome == Status.OK:
             row["decision"] = PASS
-        elif self.want is None or run.outcome == self.want:
+        elif self.want_sig is None or _signature(run) == self.want_sig:
             row["decision"] = FAIL
         else:
-            row.update(decision=OTHER, note=f"{run.outcome}, not BAD's {self.want}")
+            row.update(decision=OTHER, note=f"{_said(_signature(run))}, not BAD's {_said(self.want_sig)}")
         return row["decision"]
 
     def _alone(self, run: Run, keep) -> Run | None:
@@ -102,9 +123,11 @@ class EditSearch:
             self.launch(every)
             good, bad = self.decide([]), self.decide(every)
             self._check_ends(good, bad)
-            self.want = eng.session.run(self.rows[frozenset(every)]["run"]).outcome
+            bad_run = eng.session.run(self.rows[frozenset(every)]["run"])
+            self.want, self.want_sig = bad_run.outcome, _signature(bad_run)
             minimal = ddmin(every, lambda keep: self.decide(keep) == FAIL,
                             prefetch=lambda subsets: [self.launch(k) for k in subsets])
+            minimal = ast_diff.closure(minimal, self.needs)
             confirmed = self.decide(minimal) == FAIL
             return self._record(minimal if confirmed else [], every)
         finally:
@@ -134,15 +157,17 @@ class EditSearch:
         ran = [r for r in rows if r["run"] is not None and r["applied"] and len(r["applied"]) < len(every)]
         mrow = self.rows.get(frozenset(minimal)) if minimal else None
         out = {"edits": [{"id": e.id, "kind": e.kind, "where": e.where, "good_lines": list(e.good),
-                          "summary": e.summary(), "bad_text": e.bad_text, "good_text": e.good_text}
-                         for e in self.edits],
+                          "summary": e.summary(), "bad_text": e.bad_text, "good_text": e.good_text,
+                          "needs": sorted(self.needs[e.id], key=lambda x: int(x[1:]))} for e in self.edits],
+               "failure": _said(self.want_sig),
                "rows": rows, "minimal": minimal, "minimal_run": mrow["run"] if mrow else None,
                "want": str(self.want), "runs": len(ran) + 2, "exhaustive": 2 ** len(every),
                "good_run": self.rows[frozenset()]["run"], "bad_run": self.rows[frozenset(every)]["run"]}
         s.edit_bisect = out
         if minimal:
             ids = ", ".join(minimal)
-            s.verdict = Verdict(self.want, message=f"the edits {ids} alone turn GOOD's pass into BAD's {self.want}",
+            s.verdict = Verdict(self.want, message=f"the edits {ids} alone turn GOOD's pass into BAD's failure "
+                                                   f"({_said(self.want_sig)})",
                                 runs=[out["good_run"], out["bad_run"], out["minimal_run"]])
         else:
             s.verdict = Verdict(Status.INCOMPLETE, message="no minimal set of edits could be verified",

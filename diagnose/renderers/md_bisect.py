@@ -22,15 +22,16 @@ def sections(s: Session) -> list[str]:
     ids = b["minimal"]
     out = ["## Bisect", ""]
     if ids:
-        out += [f"The edits {', '.join(ids)} alone turn GOOD's pass into BAD's {b['want']} (run {b['minimal_run']}; "
+        out += [f"The edits {', '.join(ids)} alone turn GOOD's pass into BAD's failure ({b.get('failure', b['want'])}; "
+                f"run {b['minimal_run']}; "
                 f"GOOD run {b['good_run']}, BAD run {b['bad_run']}). {b['runs']} runs, against {b['exhaustive']} for "
                 f"every subset of the {len(b['edits'])} edits.", "", *fence(_diff(b, ids), "diff"), ""]
     else:
         out += [f"No minimal set of edits could be verified ({b['runs']} runs). GOOD run {b['good_run']}, BAD run "
                 f"{b['bad_run']}.", ""]
-    out += ["### Edits from GOOD to BAD", "", "| edit | kind | where | change |", "|---|---|---|---|"]
+    out += ["### Edits from GOOD to BAD", "", "| edit | kind | where | change | comes with |", "|---|---|---|---|---|"]
     out += [f"| {e['id']}{' **(minimal)**' if e['id'] in ids else ''} | {e['kind']} | {code_span(e['where'])} | "
-            f"{code_span(e['summary'])} |" for e in b["edits"]] + [""]
+            f"{code_span(e['summary'])} | {', '.join(e.get('needs', []))} |" for e in b["edits"]] + [""]
     out += ["### Tested combinations", "", "| edits applied | run | decision | outcome | stage seconds | note |",
             "|---|---|---|---|---|---|"]
     for r in b["rows"]:
