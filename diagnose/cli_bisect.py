@@ -89,15 +89,20 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
     for e in (x for x in found["edits"] if x["id"] in minimal):
         out.print(f"  {e['id']} {e['summary']}", markup=False)
     if minimal and diagnose_after and not sig.code:
-        code = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
-                                 inputs, quiet, verbose, runner)
+        code, diag = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
+                                       inputs, quiet, verbose, runner)
+        from diagnose import claims
+        top = claims.by_kind(claims.derive(diag), "cause")
+        prep.session.edit_bisect["diagnosis"] = {
+            "report": "diagnosis/report.md", "exit": code, "verdict": str(diag.verdict.status),
+            "top_cause": top[0].title if top else None, "fix": diag.fix.toggle if diag.fix else None}
         prep.session.notes.append(f"the diagnosis of GOOD with the minimal edits: diagnosis/report.md (exit {code})")
         save(prep.session)
     out.print(f"  report: {outdir.path / 'report.md'}", markup=False)
     return sig.code or (0 if minimal else 1)
 
 
-def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: bool, runner: str | None) -> int:
+def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: bool, runner: str | None):
     """The usual diagnosis of GOOD plus the minimal edits, so the report says why they fail."""
     from diagnose.engine import Options
     from diagnose.output import OutDir, write_atomic
@@ -116,4 +121,4 @@ def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: b
     save(prep.session)
     for line in run_summary(prep.session, str(sub_out.path / "report.md"), quiet=quiet):
         out.print(line)
-    return exit_code(prep.session)
+    return exit_code(prep.session), prep.session

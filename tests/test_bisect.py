@@ -49,13 +49,14 @@ ATTRIBUTE_ERROR = [stage("test", "crash", wall=1.0, budget=30, phase="first_call
                          exception={"type": "AttributeError", "message": "'H' object has no attribute 'run_v2'"})]
 
 
-def _bisect(tmp_path, good, bad, rules, *extra):
+def _bisect(tmp_path, good, bad, rules, *extra, diagnose=False):
     (tmp_path / "good.py").write_text(good)
     (tmp_path / "bad.py").write_text(bad)
     script = _script(tmp_path / "script.json", rules)
     out = tmp_path / "out"
-    res = cli("bisect", tmp_path / "good.py", tmp_path / "bad.py", "-s", "test", "-b", "30", "--no-diagnose",
-              "--runner", f"scripted:{script}", "-o", out, *extra, env={"CI": "1"}, timeout=300)
+    res = cli("bisect", tmp_path / "good.py", tmp_path / "bad.py", "-s", "test", "-b", "30",
+              *([] if diagnose else ["--no-diagnose"]), "--runner", f"scripted:{script}", "-o", out, *extra,
+              env={"CI": "1"}, timeout=300)
     return res, out
 
 
@@ -91,8 +92,11 @@ def test_round9_against_its_baseline_is_nine_edits_that_rebuild_it_exactly():
 
 def test_one_culprit_among_twelve_edits(tmp_path, audited):
     good, bad = _pair()
-    res, out = _bisect(tmp_path, good, bad, [({"source_has": ["WARMUP = 100"]}, TIMEOUT)])
+    res, out = _bisect(tmp_path, good, bad, [({"source_has": ["WARMUP = 100"]}, TIMEOUT)], diagnose=True)
     assert res.returncode == 0, res.stdout + res.stderr
+    # then the usual diagnosis of GOOD with that edit, in diagnosis/, named at the top of the report
+    assert (out / "diagnosis" / "report.md").exists() and (out / "minimal.py").read_text().count("WARMUP = 100") == 1
+    assert "**Their diagnosis** (`diagnosis/report.md`): TIMEOUT" in (out / "report.md").read_text()
     b = _found(out)
     culprit = next(e["id"] for e in b["edits"] if "WARMUP = 100" in e["bad_text"])
     assert b["minimal"] == [culprit] and b["want"] == "timeout"

@@ -49,6 +49,14 @@ def _head(s: Session, cl: list[Claim]) -> list[str]:
     unconf = f" ({said.detail})" if said.detail else ""
     out.append(f"- **Verdict:** {status}{unconf}{where}{_at(v.site)}{msg}.")
     causes = claims.by_kind(cl, "cause")
+    if s.edit_bisect:      # `diagnose bisect`: the minimal edits, and what their own diagnosis found
+        b, d = s.edit_bisect, s.edit_bisect.get("diagnosis") or {}
+        out.append(f"- **Minimal edits:** {', '.join(b['minimal']) or 'none verified'} ({b['runs']} runs of "
+                   f"{b['exhaustive']} subsets).")
+        if d:
+            out.append(f"- **Their diagnosis** (`{d['report']}`): {d['verdict'].upper()}; top cause "
+                       f"{d['top_cause'] or 'none'}; fix {code_span(d['fix']) if d['fix'] else 'none'}.")
+        return out + [""]
     if causes:
         top = causes[0]
         out.append(f"- **Top cause:** {top.title} ({top.detail.split(';')[0]}). {top.text}")
