@@ -179,3 +179,25 @@ def test_real_runs_find_the_slow_warmup_among_three_edits(tmp_path, audited):
     assert not any(r["applied"] == [loop] for r in b["rows"]) and not any(r["decision"] == "untestable" for r in b["rows"])
     assert b["runs"] <= 16, b["runs"]
     print(f"real runs: {b['runs']} of {b['exhaustive']}")
+
+
+def test_both_versions_from_git(tmp_path):
+    import subprocess
+    good, bad = _pair()
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    for text, msg in ((good, "good"), (bad, "bad")):
+        (repo / "sub.py").write_text(text)
+        subprocess.run(git + ["add", "sub.py"], check=True)
+        subprocess.run(git + ["commit", "-qm", msg], check=True)
+    script = _script(tmp_path / "script.json", [({"source_has": ["WARMUP = 100"]}, TIMEOUT)])
+    out = tmp_path / "out"
+    res = cli("bisect", "--git", "HEAD~1..HEAD", repo / "sub.py", "-s", "test", "-b", "30", "--no-diagnose",
+              "--runner", f"scripted:{script}", "-o", out, env={"CI": "1"}, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert (out / "good.py").read_text() == good and (out / "bad.py").read_text() == bad
+    assert "WARMUP = 3 -> WARMUP = 100" in res.stdout
+    res = cli("bisect", "--git", "HEAD", repo / "sub.py", "-o", tmp_path / "o2")
+    assert res.returncode == 2 and "--git must be REV_GOOD..REV_BAD" in res.stderr, res.stderr
