@@ -11,10 +11,16 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import diagnose
 from diagnose import device, harness
 from diagnose.errors import BadInput
+
+if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
+    from diagnose.runner.stages import RunSettings
+    from diagnose.session import Session
+    from diagnose.submission import Submission
 
 
 @dataclass
@@ -40,10 +46,11 @@ class Inputs:
 
 @dataclass
 class Prepared:
-    sub: object
+    """Everything a diagnosis starts from, checked: the submission, the run settings, a new session."""
+    sub: Submission
     gpu: bool
-    settings: object
-    session: object
+    settings: RunSettings
+    session: Session
     probes: list[str] | None
     gpu_ids: list[str]
     jobs: int
@@ -155,7 +162,7 @@ def prepare(i: Inputs) -> Prepared:
     return Prepared(sub=sub, gpu=gpu, settings=settings, session=session, probes=names, gpu_ids=gpu_ids, jobs=jobs)
 
 
-def problem_options(settings) -> dict:
+def problem_options(settings: RunSettings) -> dict:
     """What a problem folder changes about a diagnosis: its reference is checked alone first; a folder
     that ships its own evaluator has it decide the timing, and those stages run with nothing beside them."""
     t = settings.task
