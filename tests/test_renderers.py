@@ -105,3 +105,14 @@ def test_json_contract_fields():
     assert set(d["fix"]) >= {"diff", "steady_us"}
     h = json.loads(RENDERERS["json"](healthy_session()))
     assert h["causes"] == [] and h["verdict"]["status"] == "ok" and h["fix"] is None
+
+
+def test_where_the_time_went_comes_between_the_causes_and_the_fix():
+    from pathlib import Path
+
+    from diagnose.session import Session
+    root = Path(__file__).resolve().parent.parent
+    s = Session.from_dict(json.loads((root / "reports" / "examples" / "round9" / "session.json").read_text()))
+    md = RENDERERS["md"](s)
+    pos = [md.index(h) for h in ("## Ranked causes", "## Where the time went", "## Verified fix", "## Evidence per run")]
+    assert pos == sorted(pos)

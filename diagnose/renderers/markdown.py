@@ -270,9 +270,8 @@ def render(session: Session) -> str:
         lines += _verdict(s, cl) + md_bisect.sections(s) + _evidence(s) + _environment(s)
         lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
         return "\n".join(lines).rstrip() + "\n"
-    for part in (_verdict, _causes, _fix):
-        lines += part(s, cl)
-    for part in (_where, _evidence, _gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
+    lines += _verdict(s, cl) + _causes(s, cl) + _where(s) + _fix(s, cl)     # the ticket's order
+    for part in (_evidence, _gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
                  md_libs.autotuning, md_libs.builds, md_state.state, _environment):
         lines += part(s)
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
