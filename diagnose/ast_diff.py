@@ -236,6 +236,11 @@ def requirements(good: str, chosen: list[Edit]) -> dict[str, set[str]]:
     return out
 
 
+def in_order(ids) -> list[str]:
+    """Edit ids in GOOD's line order (E2 before E10)."""
+    return sorted(ids, key=lambda x: int(x[1:]))
+
+
 def closure(ids, needs: dict[str, set[str]]) -> list[str]:
     todo, got = list(ids), set()
     while todo:
@@ -243,4 +248,4 @@ def closure(ids, needs: dict[str, set[str]]) -> list[str]:
         if i not in got:
             got.add(i)
             todo += needs.get(i, ())
-    return sorted(got, key=lambda x: int(x[1:]))
+    return in_order(got)

@@ -8,7 +8,7 @@ found; the test suite audits every session any test writes.
 Rules (the ids are stable: they are what a finding is reported under):
   verdict-runs     the verdict's runs exist, and its status is what they ended with
   ok-finished      OK needs every planned stage of the baseline to have finished, none interrupted
-  claim-runs       every cause, cleared suspect and fix names runs that exist and ran
+  claim-runs       every claim names runs that exist; a cause, a cleared suspect and the fix, runs that ran
   cleared-acted    "not the cause" needs its toggle to have run its edit and the baseline to have shown the
                    mechanism the toggle removes; a failure that only moved later clears nothing
   cleared-blamed   a suspect is never both a cause and cleared
@@ -76,25 +76,23 @@ def _verdict(s: Session) -> list[Finding]:
     return out
 
 
-def _claims(s: Session) -> list[Finding]:
+# Claims whose runs must have run and said something; the others (a suspect left inconclusive, a figure a
+# probe derives) may rest on runs that said nothing, but those runs must exist.
+_MUST_HAVE_RUN = ("cause", "cleared", "fix")
+
+
+def _claims(s: Session, claims: list[Claim]) -> list[Finding]:
     out = []
+    for c in claims:
+        for rid in c.runs:
+            if c.kind in _MUST_HAVE_RUN and not _ran(s.run(rid)):
+                out.append(Finding("claim-runs", c.key, f"its run {rid} is missing or says nothing (not run, "
+                                                        f"interrupted)"))
+            elif s.run(rid) is None:
+                out.append(Finding("claim-runs", c.key, f"its run {rid} does not exist"))
     for c in s.causes:
-        for rid in c.evidence:
-            if not _ran(s.run(rid)):
-                out.append(Finding("claim-runs", cause_key(c), f"its run {rid} is missing or says nothing "
-                                                               f"(not run, interrupted)"))
         if str(c.confidence) == "high" and not c.confirmed:
             out.append(Finding("high-confirmed", cause_key(c), "confidence high, but its runs are unconfirmed"))
-    for c in s.cleared:
-        for rid in c.evidence:
-            if not _ran(s.run(rid)):
-                out.append(Finding("claim-runs", cleared_key(c.probe), f"its run {rid} is missing or says nothing"))
-    for i in s.inconclusive:
-        for rid in i.evidence:
-            if s.run(rid) is None:
-                out.append(Finding("claim-runs", f"{i.probe} is inconclusive", f"its run {rid} does not exist"))
-    if s.fix and not _ran(s.run(s.fix.run)):
-        out.append(Finding("claim-runs", "fix", f"its run {s.fix.run} is missing or says nothing"))
     return out
 
 
@@ -183,17 +181,17 @@ def _costs(s: Session) -> list[Finding]:
             for c in s.fix.costs if c.steady_us is not None and not (s.run(c.run) and steady_us(s.run(c.run)))]
 
 
-def audit(s: Session) -> list[Finding]:
+def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
-    return (_verdict(s) + _claims(s) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
+    claims = derive(s) if claims is None else claims
+    return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
             _costs(s))
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:
     """Every claim with the findings against it, and findings about no printed claim (a run's own status)."""
     claims = derive(s)
-    findings = audit(s) + [Finding("claim-runs", c.key, f"its run {rid} does not exist")   # any claim, any kind
-                           for c in claims if c.kind == "measure" for rid in c.runs if s.run(rid) is None]
+    findings = audit(s, claims)
     keys = {c.key for c in claims}
     return ([(c, [f for f in findings if f.claim == c.key]) for c in claims],
             [f for f in findings if f.claim not in keys])

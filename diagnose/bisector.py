@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 
-from diagnose import evidence
 from diagnose.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later, probe_site,
                                  seconds_saved, single_runs, toggle_rank)
 from diagnose.evidence import confirmations, effective

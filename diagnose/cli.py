@@ -18,12 +18,11 @@ from typing import Optional
 
 import typer
 import typer.core
-from rich.console import Console
 from rich.markup import escape
 
 import diagnose
 from diagnose import harness
-from diagnose.cli_wiring import Signals, engine_for, err, out, progress_for, verbosity
+from diagnose.cli_wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
 from diagnose.errors import BadInput
 
 try:   # typer >= 0.20 carries its own copy of click
@@ -108,38 +107,22 @@ def run(
     runner: Optional[str] = RUNNER,
 ):
     """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
-    from diagnose.engine import Options
     from diagnose.output import OutDir, write_atomic
-    from diagnose.prepare import Inputs, cannot_judge, prepare, problem_options
-    from diagnose.renderers.console import exit_code, run_summary
+    from diagnose.prepare import Inputs, prepare
+    from diagnose.renderers.console import exit_code
     prep = prepare(Inputs(submission, problem, task, budget, compile_budget, stages, full, max_rss, keep,
                           sample_repeats, small, not no_sample, probes, jobs, repeat, gpus))
     if fix is not None and fix.is_dir():
         raise BadInput(f"--fix {fix}: is a directory; give a file name")
     outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
                     "--out")
-    session, report = prep.session, str(outdir.path / "report.md")
-    progress, shown = progress_for(prep, verbosity(quiet, verbose))
-    with Signals() as sig:
-        opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
-                       **problem_options(prep.settings))
-        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
-        if not cannot_judge(session, prep.settings):
-            with shown:
-                eng.diagnose()
-    if eng.errors:
-        session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
-                             f"{eng.errors[0].strip().splitlines()[-1]}")
-        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
-                  f"and were not used as evidence")
-    save(session)
+    eng, code = diagnose_prepared(prep, outdir, quiet, verbose, runner, repeat=repeat)
+    session = prep.session
     if fix and session.fix:
         write_atomic(fix, eng.sources[session.fix.run])
-    for line in run_summary(session, report, quiet=quiet):
-        out.print(line)
-    if sig.code:
+    if code:
         err.print(f"interrupted: partial report written to {escape(str(outdir.path))}")
-        raise typer.Exit(sig.code)
+        raise typer.Exit(code)
     raise typer.Exit(exit_code(session))
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from diagnose.cli_wiring import Signals, engine_for, err, out, progress_for, verbosity
+from diagnose.cli_wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
 from diagnose.errors import BadInput, CannotJudge
 
 
@@ -71,7 +71,7 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
         try:
             with shown:
-                found = EditSearch(eng, bad_text, edits).run()
+                found = EditSearch(eng, edits).run()
         except CannotJudge as e:
             err.print(f"cannot judge here: {e}", markup=False)
             return 3
@@ -104,21 +104,11 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
 
 def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: bool, runner: str | None):
     """The usual diagnosis of GOOD plus the minimal edits, so the report says why they fail."""
-    from diagnose.engine import Options
     from diagnose.output import OutDir, write_atomic
-    from diagnose.prepare import Inputs, prepare, problem_options
-    from diagnose.renderers.console import exit_code, run_summary
+    from diagnose.prepare import Inputs, prepare
+    from diagnose.renderers.console import exit_code
     path = outdir.path / "minimal.py"
     write_atomic(path, source)
     prep = prepare(Inputs(path, **inputs))
-    sub_out = OutDir(outdir.path / "diagnosis", "--out")
-    progress, shown = progress_for(prep, verbosity(quiet, verbose))
-    with Signals() as sig:
-        opts = Options(probes=prep.probes, jobs=prep.jobs, gpu=prep.gpu, bisect=True, **problem_options(prep.settings))
-        eng, save = engine_for(prep, opts, sig.stop, sub_out, progress, concurrent=prep.jobs > 1, runner_spec=runner)
-        with shown:
-            eng.diagnose()
-    save(prep.session)
-    for line in run_summary(prep.session, str(sub_out.path / "report.md"), quiet=quiet):
-        out.print(line)
-    return exit_code(prep.session), prep.session
+    _, code = diagnose_prepared(prep, OutDir(outdir.path / "diagnosis", "--out"), quiet, verbose, runner)
+    return code or exit_code(prep.session), prep.session

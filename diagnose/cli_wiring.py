@@ -14,8 +14,6 @@ from pathlib import Path
 
 from rich.console import Console
 
-import diagnose
-from diagnose import harness
 from diagnose.errors import BadInput
 
 
@@ -95,3 +93,31 @@ def engine_for(prep, opts, stop, outdir, progress, concurrent=False, runner_spec
 
 def verbosity(quiet: bool, verbose: bool) -> int:
     return -1 if quiet else (1 if verbose else 0)
+
+
+def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None, repeat: int = 1):
+    """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
+    progress, signals, the engine and its files, our own failures said once, the summary printed.
+    Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
+    from diagnose.engine import Options
+    from diagnose.prepare import cannot_judge, problem_options
+    from diagnose.renderers.console import run_summary
+    session = prep.session
+    progress, shown = progress_for(prep, verbosity(quiet, verbose))
+    with Signals() as sig:
+        opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
+                       **problem_options(prep.settings))
+        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1,
+                               runner_spec=runner_spec)
+        if not cannot_judge(session, prep.settings):
+            with shown:
+                eng.diagnose()
+    if eng.errors:
+        session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
+                             f"{eng.errors[0].strip().splitlines()[-1]}")
+        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
+                  f"and were not used as evidence")
+    save(session)
+    for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet):
+        out.print(line)
+    return eng, sig.code

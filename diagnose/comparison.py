@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose import evidence
 from diagnose.evidence import NOISE_ABS, NOISE_REL, effective
 from diagnose.measures import stage_seconds
 from diagnose.session import Role, Run, Session

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagnose.status import UNEXPLAINED, Confidence, Status
+from diagnose.status import Confidence, Status
 
 
 @dataclass

@@ -9,7 +9,7 @@ import math
 
 from diagnose import evidence
 from diagnose.comparison import toggle_rank
-from diagnose.evidence import confirmations, effective
+from diagnose.evidence import effective
 from diagnose.findings import Fix, FixCost
 from diagnose.measures import geomean, steady_us
 from diagnose.session import Role, Run, Session

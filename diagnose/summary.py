@@ -5,7 +5,6 @@ Nothing here measures; everything is computed from phases, compile records and t
 from __future__ import annotations
 
 from diagnose import evidence
-from diagnose.evidence import NOISE_ABS, NOISE_REL
 from diagnose.findings import Verdict
 from diagnose.measures import geomean, recompiles, steady_us
 from diagnose.session import Role, Run, StageResult

@@ -4,7 +4,7 @@ failed (the submission's own line, not a library's), and the narrative that says
 
 from __future__ import annotations
 
-from diagnose import carried, evidence, hotspots
+from diagnose import carried, hotspots
 from diagnose.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Run, Session

@@ -18,7 +18,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from diagnose import bisector, evidence, fix_choice, summary
+from diagnose import bisector, fix_choice, summary
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.planning import Planning
 from diagnose.engine.preflight import Preflight
@@ -28,7 +28,6 @@ from diagnose.runner import Runner
 from diagnose.scan import scan_source
 from diagnose.scheduler import Scheduler
 from diagnose.session import Role, Run, Session
-from diagnose.status import NO_EVIDENCE
 from diagnose.submission import Submission
 from probes import REGISTRY
 
@@ -168,4 +167,4 @@ def probe_table() -> list[dict]:
             for m in REGISTRY]
 
 
-__all__ = ["Engine", "Options", "probe_table", "NO_EVIDENCE"]
+__all__ = ["Engine", "Options", "probe_table"]

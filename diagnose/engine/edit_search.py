@@ -41,29 +41,25 @@ def _said(sig: tuple | None) -> str:
 
 
 class EditSearch:
-    def __init__(self, eng, bad_source: str, edits: list[ast_diff.Edit]):
-        self.eng, self.bad_source, self.edits = eng, bad_source, edits
+    def __init__(self, eng, edits: list[ast_diff.Edit]):
+        self.eng, self.edits = eng, edits     # every edit applied to GOOD is BAD, byte for byte
         self.by_id = {e.id: e for e in edits}
         self.needs = ast_diff.requirements(eng.sub.source, edits)
         self.rows: dict[frozenset, dict] = {}
         self.want: Status | None = None
         self.want_sig: tuple | None = None      # BAD's failure: status, stage, exception type
 
-    # -- one combination ------------------------------------------------------------------------------
-    def _source(self, keep) -> str:
-        return ast_diff.apply(self.eng.sub.source, [self.by_id[i] for i in sorted(keep, key=lambda x: int(x[1:]))])
-
-    def _label(self, keep) -> str:
-        ids = sorted(keep, key=lambda x: int(x[1:]))
-        return "GOOD" if not ids else "BAD (every edit)" if len(ids) == len(self.edits) else "+".join(ids)
+    # -- one combination (`keep`: edit ids in order, with what they need: ast_diff.closure) ------------
+    def _label(self, keep: list[str]) -> str:
+        return "GOOD" if not keep else "BAD (every edit)" if len(keep) == len(self.edits) else "+".join(keep)
 
     def launch(self, keep) -> None:
         keep = ast_diff.closure(keep, self.needs)
         key = frozenset(keep)
         if key in self.rows:
             return
-        source = self._source(keep)
-        row = {"applied": sorted(key, key=lambda x: int(x[1:])), "label": self._label(key), "run": None,
+        source = ast_diff.apply(self.eng.sub.source, [self.by_id[i] for i in keep])
+        row = {"applied": keep, "label": self._label(keep), "run": None,
                "decision": None, "outcome": None, "note": ""}
         self.rows[key] = row
         if not ast_diff.parses(source):
@@ -158,7 +154,7 @@ class EditSearch:
         mrow = self.rows.get(frozenset(minimal)) if minimal else None
         out = {"edits": [{"id": e.id, "kind": e.kind, "where": e.where, "good_lines": list(e.good),
                           "summary": e.summary(), "bad_text": e.bad_text, "good_text": e.good_text,
-                          "needs": sorted(self.needs[e.id], key=lambda x: int(x[1:]))} for e in self.edits],
+                          "needs": ast_diff.in_order(self.needs[e.id])} for e in self.edits],
                "failure": _said(self.want_sig),
                "rows": rows, "minimal": minimal, "minimal_run": mrow["run"] if mrow else None,
                "want": str(self.want), "runs": len(ran) + 2, "exhaustive": 2 ** len(every),

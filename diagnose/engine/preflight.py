@@ -4,7 +4,6 @@ needs_gpu.
 """
 from __future__ import annotations
 
-from diagnose import bisector
 from diagnose.errors import BadInput
 from diagnose.findings import Verdict
 from diagnose.session import Role

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import threading
-import time
 from dataclasses import dataclass, field
 
 from diagnose.edits import edited_lines, unified_diff

@@ -183,7 +183,7 @@ def _fix(s: Session, cl: list[Claim]) -> list[str]:
     return out + [""]
 
 
-def _evidence(s: Session) -> list[str]:
+def _evidence(s: Session, cl: list[Claim]) -> list[str]:
     out = ["## Evidence per run", "", "| run | variant | outcome | import | compile | first call (compile / "
            "capture / rest) | recompiles | steady µs | worst stage vs budget | lock wait | beside |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -204,7 +204,7 @@ def _evidence(s: Session) -> list[str]:
                 "for the GPU; it is not charged to the budget.", ""]
     if s.probes:
         out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']}: {p['why']}" for p in s.probes] + [""]
-    for c in claims.by_kind(claims.derive(s), "measure"):
+    for c in claims.by_kind(cl, "measure"):
         out += [f"{c.text}.", ""]
     return out
 
@@ -267,14 +267,11 @@ def render(session: Session) -> str:
         (f" · causes at {s.cause_at_s:.0f} s" if s.cause_at_s else "") + f" · diagnosis {s.diagnosis_s:.0f} s"
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}{took}_", ""]
     if s.edit_bisect:    # `diagnose bisect`: the search, then the runs behind it
-        lines += _verdict(s, cl) + md_bisect.sections(s) + _evidence(s) + _environment(s)
-        lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
-        return "\n".join(lines).rstrip() + "\n"
-    lines += _verdict(s, cl) + _causes(s, cl) + _where(s) + _fix(s, cl)     # the ticket's order
-    for part in (_evidence, _gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
-                 md_libs.autotuning, md_libs.builds, md_state.state, _environment):
-        lines += part(s)
-    lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""]
-    for n in s.notes:
-        lines += [f"- {n}"]
+        lines += _verdict(s, cl) + md_bisect.sections(s) + _evidence(s, cl) + _environment(s)
+    else:
+        lines += _verdict(s, cl) + _causes(s, cl) + _where(s) + _fix(s, cl) + _evidence(s, cl)   # the ticket's order
+        for part in (_gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
+                     md_libs.autotuning, md_libs.builds, md_state.state, _environment):
+            lines += part(s)
+    lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
     return "\n".join(lines).rstrip() + "\n"

@@ -35,8 +35,9 @@ import psutil
 from diagnose.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
 from diagnose.runner.arbiter import GpuArbiter
 from diagnose.runner.events import EventParser
-from diagnose.runner.process_tree import ProcessTree, become_subreaper, ensure_keeper, host_cpu_s
+from diagnose.runner.process_tree import ProcessTree, ensure_keeper, host_cpu_s
 from diagnose.runner.stacks import ask_for_stacks, signame, tail_of
+from diagnose.subreaper import become_subreaper
 
 TAIL_BYTES = 32 * 1024
 POLL_S = 0.1

@@ -5,11 +5,8 @@ worker's process; gives what it and its descendants did.
 
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -18,14 +15,6 @@ import time
 import psutil
 
 from diagnose.protocol import MARKER_ENV as MARKER
-
-
-def become_subreaper() -> None:
-    """Orphaned descendants re-parent to us instead of init, so a detached fork stays findable."""
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
 
 
 # A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the

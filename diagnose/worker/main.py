@@ -24,6 +24,7 @@ import time
 import traceback
 
 from diagnose.protocol import DUMP_FD_ENV, FDS_ENV, WorkerSpec
+from diagnose.subreaper import become_subreaper
 from diagnose.worker import container
 from diagnose.worker.channel import Channel
 from diagnose.worker.gpu_lock import GpuLock
@@ -83,7 +84,7 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
 
 def _kill_descendants() -> None:
     """Before this process leaves: the submission's detached processes were re-parented to it (it is a
-    subreaper, see runner.isolate); once it is gone they would be nobody's, so they go first."""
+    subreaper, see diagnose/subreaper.py); once it is gone they would be nobody's, so they go first."""
     import psutil
     try:
         kids = psutil.Process().children(recursive=True)
@@ -96,24 +97,13 @@ def _kill_descendants() -> None:
             pass
 
 
-def _become_subreaper() -> None:
-    """The submission's orphans re-parent to this worker, not to init: a double fork that starts a new
-    session and drops the run's marker from its environment is still this run's descendant, found and
-    killed with it. (The parent is a subreaper too, for what outlives the worker.)"""
-    import ctypes
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        pass
-
-
 def _fds() -> tuple[int, int, int, int | None]:
     raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
     return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
 
 
 def main(spec_path: str) -> int:
-    _become_subreaper()
+    become_subreaper()     # the submission's orphans stay this run's (see diagnose/subreaper.py)
     with open(spec_path) as fh:
         spec = WorkerSpec.from_json(fh.read())
     ev_fd, rep_fd, stacks_fd, report_fd = _fds()
