@@ -4,7 +4,8 @@ Jobs run lowest priority number first (ties in submission order). A solo job sta
 else is running, and nothing else starts while it runs: that is how a time-based conclusion is
 confirmed on a machine with no other run of this diagnosis on it. Jobs of priority `background` or
 above never take the last `reserve` workers, so work that decides the verdict, submitted later, does
-not wait behind them (nothing is preempted: a running job keeps its worker). Once `stop` is set,
+not wait behind them (nothing is preempted: a running job keeps its worker). The engine widens the
+reserve while the causes are undecided and drops it once they stand (`set_reserve`). Once `stop` is set,
 queued jobs are dropped (their futures are cancelled) and running ones are left to notice it.
 """
 from __future__ import annotations
@@ -39,6 +40,11 @@ class Scheduler:
             heapq.heappush(self._heap, (priority, next(self._seq), solo, fn, fut))
             self._cv.notify_all()
         return fut
+
+    def set_reserve(self, n: int) -> None:
+        with self._cv:
+            self.reserve = max(0, min(n, self.workers - 1))
+            self._cv.notify_all()
 
     def _next(self):
         with self._cv:

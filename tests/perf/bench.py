@@ -97,7 +97,8 @@ def main(parts: list[str]) -> None:
         res["cold_run_s"] = round(t, 1)
     for part, extra in (("jobs1", ["--jobs", "1"]), ("default", [])):
         if part in parts:
-            t, rc, out = timed(["run", str(ROUND9), *extra])
+            fix = Path(tempfile.mkdtemp(prefix="bench-fix-")) / "submission.py"
+            t, rc, out = timed(["run", str(ROUND9), *extra, "--fix", str(fix)])
             s = session(out)
             keep = Path(os.environ.get("OUT", ".")) / f"{part}-session.json"
             keep.write_text((out / "session.json").read_text())
@@ -120,6 +121,12 @@ def main(parts: list[str]) -> None:
                     res[f"diagnose_{part}_verdict_ratio"] = round((s["verdict_at_s"] + lead) / res["cold_run_s"], 2)
                 if s.get("cause_at_s") is not None:
                     res[f"diagnose_{part}_cause_ratio"] = round((s["cause_at_s"] + lead) / res["cold_run_s"], 2)
+            if fix.exists() and part == "default":
+                # The floor: no diagnosis that verifies its fix through every stage, as the harness runs
+                # them, can end before one cold run of that fix would.
+                tf, _, _ = timed(["run", str(fix), "--probes", "none"])
+                res["fix_cold_run_s"] = round(tf, 1)
+                res["diagnose_default_over_fix_cold"] = round(t / tf, 2)
     if "fidelity" in parts:
         t, rc, out = timed(["run", str(BASELINE), "--stages", "benchmark"])
         s = session(out)
