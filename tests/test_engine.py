@@ -257,3 +257,28 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage():
     last_costing = max(i for i, (_, toggle, st) in enumerate(order)
                        if toggle == "mode=max-autotune-no-cudagraphs" and st == "leaderboard")
     assert first_combo < last_costing, order
+
+
+def test_the_combinations_start_beside_a_slow_toggle_not_after_it():
+    """Round 9's shape: capture and max-autotune fail together. A warmup toggle still running must not hold
+    back the combination with every suspect out (it needs no toggle's answer), nor the one that keeps the
+    two suspects already seen to fix it alone."""
+    import time
+    src = (Path(__file__).resolve().parent.parent / "examples" / "round9.py").read_text()
+    fixes = {"capture off", "capture kept, compiled fn uncompiled inside", "compile off", "mode=default",
+             "mode=max-autotune-no-cudagraphs"}
+    crash = [ok("compile"), stage("test", "crash", wall=20.0, phase="first_call:a",
+                                  message="RuntimeError: Cannot prepare for replay during capturing stage"),
+             StageResult("benchmark", Status.SKIPPED), StageResult("leaderboard", Status.SKIPPED)]
+
+    def script(run):
+        if run.toggle == "warmup N->1":
+            time.sleep(1.5)
+        passes = run.toggle in fixes or (run.role == Role.COMBINATION and run.toggle == "all suspects removed")
+        return [ok(n) for n in STAGES] if passes else crash
+    s, runner = diagnose(src, script, jobs=8, gpu=True)
+    slow = next(r.id for r in s.runs if r.toggle == "warmup N->1")
+    combos = [j for j in runner.jobs if j["role"] == "combination"]
+    assert {j["toggle"] for j in combos} >= {"all suspects removed", "keep graph_capture + compile_mode"}, combos
+    assert all(slow in j["beside"] for j in combos), [(j["toggle"], j["beside"]) for j in combos]
+    assert s.causes[0].suspects == ["graph_capture", "compile_mode"], s.causes[0]
