@@ -282,3 +282,32 @@ def test_the_combinations_start_beside_a_slow_toggle_not_after_it():
     assert {j["toggle"] for j in combos} >= {"all suspects removed", "keep graph_capture + compile_mode"}, combos
     assert all(slow in j["beside"] for j in combos), [(j["toggle"], j["beside"]) for j in combos]
     assert s.causes[0].suspects == ["graph_capture", "compile_mode"], s.causes[0]
+
+
+def _order_test(baseline_fails_in):
+    """The baseline is slow in `baseline_fails_in` and fails there; compile off passes every stage at once.
+    Returns, for compile off's benchmark job, whether the baseline was running beside it."""
+    import time
+
+    def script(run):
+        if run.role == Role.BASELINE:
+            time.sleep(1.0)
+            out = [ok("compile")]
+            for n in STAGES[1:]:
+                out.append(stage(n, "crash", wall=5.0, message="RuntimeError: boom") if n == baseline_fails_in
+                           else ok(n))
+                if n == baseline_fails_in:
+                    return out + [StageResult(m, Status.SKIPPED) for m in STAGES[STAGES.index(n) + 1:]]
+            return out
+        return [ok(n) for n in STAGES]
+    s, runner = diagnose(STORM, script, jobs=8, probes=["compile_mode"])
+    base = next(j["run"] for j in runner.jobs if j["role"] == "baseline")
+    bench = next(j for j in runner.jobs if j["toggle"] == "compile off" and j["stages"] == ["benchmark"])
+    return base in bench["beside"]
+
+
+def test_fix_costing_waits_for_the_baseline_and_deciding_stages_do_not():
+    """Baseline fails in test: compile off's benchmark only costs a fix, so it waits until the baseline has
+    ended. Baseline fails in benchmark: compile off's benchmark decides, and runs beside it."""
+    assert _order_test("test") is False
+    assert _order_test("benchmark") is True

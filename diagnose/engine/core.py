@@ -6,7 +6,9 @@ scheduled a stage at a time, so that the verdict comes first:
   priority 0  the baseline, and solo confirmations (nothing else runs beside those)
   priority 1  every single toggle, up to the stage where the baseline failed
   priority 2  the bisector's combination runs, as soon as the single toggles they depend on decided
-  priority 3  the later stages of variants that got past the failure: verifying a fix, timing it
+  priority 3  the later stages of variants that got past the failure: verifying a fix, timing it (while the
+              baseline runs, any stage it has not reached; held until every toggle is launched, and
+              kept off half the workers until the causes stand)
 
 No file is written here: `on_save(session)` is called whenever the session changed (the CLI saves it),
 so a failure or an interrupt halfway loses nothing that had finished.

@@ -69,6 +69,13 @@ class RunPool:
         if role == Role.COMBINATION:
             return COMBINATION
         base = self.session.baseline
+        if base is not None and not self._states[base.id].done.is_set():
+            # While the baseline runs, only a stage it has reached can decide anything; a later one would
+            # only cost a fix, and taking a worker then delays the verdict and the causes (on Round 9 five
+            # fix-costing benchmark stages held workers the late toggles needed).
+            ran = [x for x in base.stages if x.status != Status.SKIPPED]
+            reached = len(ran) - (1 if ran and ran[-1].status in ENDS_RUN else 0)
+            return SINGLE if self.stages.index(stage) <= reached else LATER
         failed = base.failed_stage if base is not None else None
         if failed is None or self.stages.index(stage) <= self.stages.index(failed.name):
             return SINGLE
@@ -118,7 +125,15 @@ class RunPool:
         with self.lock:
             self._all_launched.set()
             held, self._held = self._held, []
-        for st, job, prio in held:
+        for st, job, _ in held:
+            self._submit(st, job, self._priority(st, job.stages[0]))   # the baseline may have moved it
+
+    def _promote_held(self) -> None:
+        """The baseline reached another stage: the held stages it now makes deciding go ahead."""
+        with self.lock:
+            now = [(st, job, p) for st, job, _ in self._held if (p := self._priority(st, job.stages[0])) < LATER]
+            self._held = [h for h in self._held if all(h[1] is not job for _, job, _ in now)]
+        for st, job, prio in now:
             self._submit(st, job, prio)
 
     def _cancelled(self, st: _State) -> None:
@@ -146,6 +161,8 @@ class RunPool:
             self._advance(st)
 
     def _stage_done(self, run: Run) -> None:
+        if run.role == Role.BASELINE:
+            self._promote_held()
         self.save()
         if not self._quiet:
             self.on_stage(run)
