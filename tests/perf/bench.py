@@ -55,6 +55,25 @@ def critical_path(s: dict) -> dict:
                           for a, b, r in last]}
 
 
+def timeline(s: dict) -> list[dict]:
+    """Every stage of every run as it ran: its compile step's start and the stage's end, on the events' clock
+    (zero: the first event), so that what waited for what can be read off (`python3 bench.py timeline S`)."""
+    rows = []
+    for r in s["runs"]:
+        if r["note"].startswith("identical variant"):
+            continue
+        for st in r["stages"]:
+            if st["events"]:
+                step = (st.get("compile_step") or {}).get("events") or []
+                rows.append({"run": r["id"], "role": r["role"], "variant": r["toggle"], "stage": st["name"],
+                             "status": st["status"], "start": min(e["t"] for e in step or st["events"]),
+                             "end": max(e["t"] for e in st["events"])})
+    t0 = min((x["start"] for x in rows), default=0)
+    for x in rows:
+        x["start"], x["end"] = round(x["start"] - t0, 1), round(x["end"] - t0, 1)
+    return sorted(rows, key=lambda x: x["start"])
+
+
 def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
     """The baseline kernel timed by a bare loop: events around 50 calls after an L2 flush, as the harness
     does, with nothing else on the machine. Returns median per-call µs per shape and the spread of rounds."""
@@ -102,6 +121,7 @@ def main(parts: list[str]) -> None:
             s = session(out)
             keep = Path(os.environ.get("OUT", ".")) / f"{part}-session.json"
             keep.write_text((out / "session.json").read_text())
+            res[f"diagnose_{part}_timeline"] = timeline(s)
             res[f"diagnose_{part}_s"] = round(t, 1)
             res[f"diagnose_{part}_runs"] = len(s["runs"])
             res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
@@ -186,4 +206,9 @@ def main(parts: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1].split(",") if len(sys.argv) > 1 else ["help", "check"])
+    if sys.argv[1:2] == ["timeline"]:
+        for row in timeline(json.loads(Path(sys.argv[2]).read_text())):
+            print(f"{row['run']:>4} {row['stage']:<11} {row['status']:<7} {row['start']:7.1f} {row['end']:7.1f}  "
+                  f"{row['role']} {row['variant'] or ''}")
+    else:
+        main(sys.argv[1].split(",") if len(sys.argv) > 1 else ["help", "check"])
