@@ -1,3 +1,3 @@
-from diagnose.cli import main
+from diagnose.cli.app import main
 
 main()

@@ -11,7 +11,7 @@ import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
+from diagnose.analysis.findings import Cause, Cleared, Fix, Inconclusive, Verdict
 from diagnose.status import ENDS_RUN, Status, Warning_
 
 SCHEMA_VERSION = 3

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from diagnose.edits import apply_edits
+from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("autotune", "Triton autotuning at run time",

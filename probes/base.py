@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from diagnose.scan import ScanResult, scan_source
+from diagnose.source.scan import ScanResult, scan_source
 from diagnose.session import Run
 
 RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"

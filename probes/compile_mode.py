@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import observed
-from diagnose.edits import apply_edits, line_span, set_kw
+from diagnose.analysis import observed
+from diagnose.source.edits import apply_edits, line_span, set_kw
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",

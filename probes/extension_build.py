@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.edits import apply_edits
+from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc) at run time",

@@ -5,8 +5,8 @@ site in the source does). Toggle: fullgraph=False on those sites.
 """
 from __future__ import annotations
 
-from diagnose import observed
-from diagnose.edits import set_kw
+from diagnose.analysis import observed
+from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile",

@@ -10,8 +10,8 @@ import ast
 import textwrap
 from functools import partial
 
-from diagnose import observed
-from diagnose.edits import apply_edits
+from diagnose.analysis import observed
+from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",

@@ -12,8 +12,8 @@ import ast
 import textwrap
 from functools import partial
 
-from diagnose import observed
-from diagnose.edits import apply_edits, line_span
+from diagnose.analysis import observed
+from diagnose.source.edits import apply_edits, line_span
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("import_init", "work done at import time",

@@ -13,7 +13,7 @@ import ast
 import json
 from functools import partial
 
-from diagnose.edits import apply_edits
+from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("numerics", "numeric settings the reference computes under and the submission does not",

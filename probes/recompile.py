@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import observed
-from diagnose.edits import set_kw
+from diagnose.analysis import observed
+from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("recompile", "recompiles per new shape or value",

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose import observed, summary
-from diagnose.evidence import NOISE_ABS, NOISE_REL
-from diagnose.edits import apply_edits
-from diagnose.scan import scan_source
+from diagnose.analysis import observed, summary
+from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL
+from diagnose.source.edits import apply_edits
+from diagnose.source.scan import scan_source
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",

@@ -28,7 +28,7 @@ def own_tmpdir(tmp_path, monkeypatch):
 def _is_keeper(p) -> bool:
     """The runner's keeper lives as long as the process that started it (this one, for in-process
     runner tests): not a leak."""
-    from diagnose.runner.process_tree import KEEPER_TAG
+    from diagnose.runs.runner.process_tree import KEEPER_TAG
     try:
         return KEEPER_TAG in p.cmdline()
     except psutil.Error:
@@ -56,7 +56,7 @@ def _audit_sessions(root: Path) -> list[str]:
     """Every claim of every session.json under root, checked against that session's own runs."""
     import json
 
-    from diagnose.audit import audit
+    from diagnose.analysis.audit import audit
     from diagnose.session import Session
     out = []
     for f in sorted(root.rglob("session.json")):
@@ -92,5 +92,5 @@ def cli(*args, timeout=600, env=None, cwd=None) -> subprocess.CompletedProcess:
 
 
 def has_cuda() -> bool:
-    from diagnose.device import has_gpu
+    from diagnose.runs.device import has_gpu
     return has_gpu()

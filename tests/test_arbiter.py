@@ -2,10 +2,10 @@
 import threading
 import time
 
-from diagnose.harness import stage_budgets
-from diagnose.runner import Job
-from diagnose.runner.arbiter import GpuArbiter, union_seconds
-from diagnose.runner.stages import RunSettings, StageRunner
+from diagnose.runs.harness import stage_budgets
+from diagnose.runs.runner import Job
+from diagnose.runs.runner.arbiter import GpuArbiter, union_seconds
+from diagnose.runs.runner.stages import RunSettings, StageRunner
 from diagnose.session import Run
 from diagnose.status import Status
 from diagnose.tasks.loader import load_task

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
-from diagnose.audit import RULES, audit
-from diagnose.findings import Cause, Cleared
+from diagnose.analysis.audit import RULES, audit
+from diagnose.analysis.findings import Cause, Cleared
 from diagnose.status import Confidence, Status
 from tests.conftest import cli
 from tests.test_renderers import healthy_session, interaction_session
@@ -123,7 +123,7 @@ def test_report_audit_exits_by_what_it_finds(tmp_path):
 
 
 def test_every_finding_names_a_claim_the_report_prints():
-    from diagnose.audit import audit_claims
+    from diagnose.analysis.audit import audit_claims
     for rule, s in _broken():
         checked, loose = audit_claims(s)
         assert not loose, (rule, loose)

@@ -8,7 +8,7 @@ from dataclasses import asdict
 
 import pytest
 
-from diagnose import ast_diff
+from diagnose.source import ast_diff
 from tests.builders import stage
 from tests.conftest import EXAMPLES, FIXTURES as FIXTURES_DIR, cli
 

@@ -1,7 +1,7 @@
 """The bisector on hand-built sessions: no process runs here."""
 import json
 
-from diagnose import bisector, comparison
+from diagnose.analysis import bisector, comparison
 from diagnose.session import Role, Session
 from diagnose.status import Status
 from tests.builders import run, session
@@ -177,8 +177,8 @@ def test_a_suspect_is_never_both_a_cause_and_cleared():
 def test_a_timeout_outside_the_submissions_code_is_not_called_a_bug_in_it():
     """The deadline found the run in the evaluator's code, with no sample in the submission: the runs
     cannot name what held it, so no cause is stated and the report says why."""
-    from diagnose import summary
-    from diagnose.renderers import markdown
+    from diagnose.analysis import summary
+    from diagnose.output import markdown
     from diagnose.status import UNEXPLAINED
     s = session([run("r0", outcome="timeout", fail_at="benchmark")])
     bisector.conclude(s)

@@ -6,10 +6,10 @@ import threading
 from pathlib import Path
 
 from diagnose.engine import Engine, Options
-from diagnose.runner.scripted import ScriptedRunner
+from diagnose.runs.runner.scripted import ScriptedRunner
 from diagnose.session import Role, Session, StageResult
 from diagnose.status import Status
-from diagnose.submission import Submission
+from diagnose.source.submission import Submission
 from tests.builders import stage
 
 STAGES = ["compile", "test", "benchmark", "leaderboard"]
@@ -157,7 +157,7 @@ def test_a_doubtful_failure_is_rerun_through_the_stages_it_cut_off():
 def test_a_flaky_failure_whose_rerun_stopped_early_is_inconclusive():
     """The solo rerun passed the stage that failed under load, then stopped before the later stages:
     the verdict cannot be ok, and says which stages never ran."""
-    from diagnose import summary
+    from diagnose.analysis import summary
     s, _ = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
     confirm = next(r for r in s.runs if r.role == Role.CONFIRM)
     confirm.stages = confirm.stages[:2]

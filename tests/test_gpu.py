@@ -122,6 +122,6 @@ def test_gpu_faults_are_reported_and_leave_nothing_behind(tmp_path, name, status
         # Python's own stacks, with the main thread in synchronize: not the kernel's wait channels
         assert "custom_kernel" in st["stacks"] and "synchronize" in st["stacks"], st["stacks"][-3000:]
         assert st["survivors"] == []
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "diagnose.worker" in " ".join(p.info["cmdline"] or [])]
+    assert not [p for p in psutil.process_iter(["cmdline"]) if "diagnose.runs.worker" in " ".join(p.info["cmdline"] or [])]
     after = gpu_mem_used_mb()
     assert after <= before + 64, (before, after)

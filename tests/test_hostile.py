@@ -18,7 +18,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from diagnose.output import write_atomic
+from diagnose.cli.files import write_atomic
 from tests.conftest import FIXTURES, ROOT, cli
 
 H = FIXTURES / "hostile"
@@ -211,7 +211,7 @@ def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
     kids = []
     while time.time() < deadline and not kids:
         time.sleep(0.2)
-        kids = [k for k in psutil.Process(p.pid).children(recursive=True) if "diagnose.worker" in " ".join(k.cmdline())]
+        kids = [k for k in psutil.Process(p.pid).children(recursive=True) if "diagnose.runs.worker" in " ".join(k.cmdline())]
     assert kids, "no worker started"
     time.sleep(1.0)
     p.kill()

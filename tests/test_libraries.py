@@ -4,9 +4,9 @@ statements, recompiles cut off by the deadline, and warmups that reach the kerne
 import ast
 import json
 
-from diagnose.runner.isolate import ChildResult
-from diagnose.runner.timeline import build_stage
-from diagnose.scan import scan_source
+from diagnose.runs.runner.isolate import ChildResult
+from diagnose.runs.runner.timeline import build_stage
+from diagnose.source.scan import scan_source
 from diagnose.session import Run
 from diagnose.status import Status
 from probes import autotune

@@ -4,11 +4,11 @@ import textwrap
 import pytest
 import torch
 
-from diagnose.edits import unified_diff
-from diagnose.scan import scan_source
+from diagnose.source.edits import unified_diff
+from diagnose.source.scan import scan_source
 from probes import BY_NAME, REGISTRY
 from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext
-from diagnose.edits import set_kw
+from diagnose.source.edits import set_kw
 from probes.graph_capture import capture_off
 from probes.import_init import defer
 from tests.conftest import EXAMPLES, FIXTURES

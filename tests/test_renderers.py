@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose import bisector, summary
-from diagnose.renderers import RENDERERS
+from diagnose.analysis import bisector, summary
+from diagnose.output import RENDERERS
 from tests.builders import run, session
 
 GOLDEN = Path(__file__).parent / "golden"

@@ -4,10 +4,10 @@ import threading
 
 import pytest
 
-from diagnose import summary
-from diagnose.harness import stage_budgets
-from diagnose.runner import Job
-from diagnose.runner.stages import RunSettings, StageRunner
+from diagnose.analysis import summary
+from diagnose.runs.harness import stage_budgets
+from diagnose.runs.runner import Job
+from diagnose.runs.runner.stages import RunSettings, StageRunner
 from diagnose.session import Run
 from diagnose.status import Status
 from diagnose.tasks.loader import load_task

@@ -1,7 +1,7 @@
 """The static scan on the seed-derived fixtures and on tricky code."""
 import textwrap
 
-from diagnose.scan import scan_source
+from diagnose.source.scan import scan_source
 from tests.conftest import EXAMPLES
 
 

@@ -2,7 +2,7 @@
 import threading
 import time
 
-from diagnose.scheduler import Scheduler
+from diagnose.engine.scheduler import Scheduler
 
 
 def _running_probe(sched, prio, started, release, solo=False):

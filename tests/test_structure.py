@@ -1,5 +1,6 @@
-"""The code's shape, checked: modules stay small enough to read alone, and the parent's runner and the
-child's worker talk only through protocol.py (neither imports the other)."""
+"""The code's shape, checked: modules stay small enough to read alone; the folders follow the data flow
+(source -> runs -> analysis -> output, with the engine and the CLI driving them) and import only down that
+flow; the parent's runner and the child's worker talk only through protocol.py (neither imports the other)."""
 import ast
 from pathlib import Path
 
@@ -26,14 +27,41 @@ def test_no_module_is_over_300_lines():
 def test_worker_and_runner_never_import_each_other():
     crossing = []
     for side, other in (("worker", "runner"), ("runner", "worker")):
-        for p in (ROOT / "diagnose" / side).rglob("*.py"):
+        for p in (ROOT / "diagnose" / "runs" / side).rglob("*.py"):
             crossing += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p)
-                         if m == f"diagnose.{other}" or m.startswith(f"diagnose.{other}.")]
+                         if m == f"diagnose.runs.{other}" or m.startswith(f"diagnose.runs.{other}.")]
     assert not crossing, crossing
 
 
 def test_the_check_sees_what_it_checks():
     # the lists above are not empty by accident: both sides exist and import the protocol
     assert len(CODE) > 40
-    assert "diagnose.protocol" in _imports(ROOT / "diagnose" / "worker" / "main.py")
-    assert "diagnose.protocol" in _imports(ROOT / "diagnose" / "runner" / "stages.py")
+    assert "diagnose.runs.protocol" in _imports(ROOT / "diagnose" / "runs" / "worker" / "main.py")
+    assert "diagnose.runs.protocol" in _imports(ROOT / "diagnose" / "runs" / "runner" / "stages.py")
+
+
+# What each folder may import from the others: only what comes before it in the data flow, and the shared
+# records (session, status, errors). The engine and the CLI drive the rest and may import it.
+SHARED = {"session", "status", "errors"}
+MAY_IMPORT = {"source": SHARED, "runs": SHARED | {"tasks"}, "analysis": SHARED | {"runs"},
+              "output": SHARED | {"analysis"}}
+
+
+def test_folders_import_only_down_the_data_flow():
+    wrong = []
+    for pkg, allowed in MAY_IMPORT.items():
+        for p in (ROOT / "diagnose" / pkg).rglob("*.py"):
+            wrong += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p) if m.startswith("diagnose.")
+                      and m.split(".")[1] not in allowed | {pkg}]
+    assert not wrong, wrong
+    # analysis reads the runner's model of a container's paths, never the processes' code
+    assert not [m for p in (ROOT / "diagnose" / "analysis").rglob("*.py") for m in _imports(p)
+                if m.startswith(("diagnose.runs.worker", "diagnose.runs.runner.isolate", "diagnose.runs.runner.stages"))]
+
+
+def test_the_top_level_holds_only_the_folders_and_the_shared_records():
+    flat = sorted(p.name for p in (ROOT / "diagnose").glob("*.py"))
+    assert flat == ["__init__.py", "__main__.py", "errors.py", "session.py", "status.py"], flat
+    for pkg in ("source", "runs", "analysis", "output", "engine", "cli"):
+        doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / pkg / "__init__.py").read_text(encoding="utf-8")))
+        assert doc and "Takes" in doc and "give" in doc, (pkg, doc)      # says what it takes and gives

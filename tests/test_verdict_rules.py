@@ -1,8 +1,10 @@
 """A predicted stage time carries its uncertainty, and no verdict rests on a range that crosses the budget."""
 import random
 
-from diagnose import harness, summary
-from diagnose.audit import audit
+from diagnose.runs import harness
+
+from diagnose.analysis import summary
+from diagnose.analysis.audit import audit
 from diagnose.status import Status
 from tests.test_renderers import healthy_session
 
@@ -47,7 +49,7 @@ def test_a_stage_the_user_stopped_is_never_a_pass():
 
 
 def test_check_names_the_reason_it_is_at_risk():
-    from diagnose.renderers.console import check_table
+    from diagnose.output.console import check_table
     s = healthy_session()
     risk = {"line": 3, "severity": "error", "message": "capture around a graph-recording compile"}
     lines, passed = check_table(s, [risk], "sub.py", gpu=False)

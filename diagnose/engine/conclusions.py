@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 
-from diagnose import bisector, carried, evidence, fix_choice, summary
+from diagnose.analysis import bisector, carried, evidence, fix_choice, summary
 from diagnose.session import Role, Run, Session
 from diagnose.status import ENDS_RUN, Status, Warning_
 from probes.base import WARM

@@ -20,17 +20,17 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from diagnose import bisector, fix_choice, summary
+from diagnose.analysis import bisector, fix_choice, summary
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.planning import Planning
 from diagnose.engine.preflight import Preflight
 from diagnose.engine.runs import RunPool, _State
 from diagnose.errors import BadInput
-from diagnose.runner import Runner
-from diagnose.scan import scan_source
-from diagnose.scheduler import Scheduler
+from diagnose.runs.runner import Runner
+from diagnose.source.scan import scan_source
+from diagnose.engine.scheduler import Scheduler
 from diagnose.session import Role, Run, Session
-from diagnose.submission import Submission
+from diagnose.source.submission import Submission
 from probes import REGISTRY
 
 

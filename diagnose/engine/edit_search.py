@@ -13,12 +13,14 @@ is recorded as such. A time-based outcome that other runs may have skewed is rer
 """
 from __future__ import annotations
 
-from diagnose import ast_diff, evidence
-from diagnose.bisector import ddmin
-from diagnose.comparison import broken_by_edit
+from diagnose.source import ast_diff
+
+from diagnose.analysis import evidence
+from diagnose.analysis.bisector import ddmin
+from diagnose.analysis.comparison import broken_by_edit
 from diagnose.errors import BadInput, CannotJudge
-from diagnose.findings import Verdict
-from diagnose.scheduler import Scheduler
+from diagnose.analysis.findings import Verdict
+from diagnose.engine.scheduler import Scheduler
 from diagnose.session import Role, Run
 from diagnose.status import NO_EVIDENCE, Status
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from diagnose import comparison
+from diagnose.analysis import comparison
 from diagnose.session import Role, Run
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, PlanContext, Toggle

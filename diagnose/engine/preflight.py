@@ -5,7 +5,7 @@ needs_gpu.
 from __future__ import annotations
 
 from diagnose.errors import BadInput
-from diagnose.findings import Verdict
+from diagnose.analysis.findings import Verdict
 from diagnose.session import Role
 from diagnose.status import Status
 

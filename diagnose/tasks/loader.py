@@ -18,7 +18,7 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.bindings import binds_dynamically, bound_names
+from diagnose.source.bindings import binds_dynamically, bound_names
 from diagnose.errors import BadInput
 
 BUILTIN = {"fp8-dual-gemm": Path(__file__).parent / "fp8_dual_gemm"}

@@ -1,0 +1,197 @@
+"""The audit: every conclusion of a session checked against the session's own raw runs. Pure.
+
+A session states a verdict, causes, suspects cleared, suspects left inconclusive, and a fix. Each names the
+runs behind it. The audit re-derives what those runs can support and names every statement they cannot,
+with the rule it breaks and what is missing. `diagnose report SESSION --audit` exits non-zero when one is
+found; the test suite audits every session any test writes.
+
+Rules (the ids are stable: they are what a finding is reported under):
+  verdict-runs     the verdict's runs exist, and its status is what they ended with
+  ok-finished      OK needs every planned stage of the baseline to have finished, none interrupted
+  claim-runs       every claim names runs that exist; a cause, a cleared suspect and the fix, runs that ran
+  cleared-acted    "not the cause" needs its toggle to have run its edit and the baseline to have shown the
+                   mechanism the toggle removes; a failure that only moved later clears nothing
+  cleared-blamed   a suspect is never both a cause and cleared
+  cleared-site     a cleared suspect's own source lines never hold the verdict's site
+  high-confirmed   confidence "high" needs confirmed runs
+  fix-passes       a fix's run passed every stage the baseline was given
+  fix-cause        without a steady state to choose by, the fix is a toggle of the top cause's suspect when
+                   one of those passed
+  cpu-not-judged   without a GPU, no stage is at risk from a predicted time
+  prediction-range a verdict of OK or AT RISK never rests on a predicted time whose 95 % range crosses the
+                   budget
+  figure-budget    on a GPU, a stage that passed shows no time over its budget
+  cost-measured    a fix's steady-state cost comes from timed benchmark cases of its own run
+
+Each finding names the claim (claims.py) it is about by the claim's key.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
+from diagnose.analysis.measures import steady_us
+from diagnose.session import Run, Session
+from diagnose.status import FAILURES, NO_EVIDENCE, Status
+
+RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
+         "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
+         "figure-budget", "cost-measured")
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    claim: str          # the statement, as the report makes it
+    missing: str        # what the runs do not show
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.claim}: {self.missing}"
+
+
+def _ran(r: Run | None) -> bool:
+    return r is not None and bool(r.stages) and r.outcome not in NO_EVIDENCE
+
+
+def _verdict(s: Session) -> list[Finding]:
+    out, v = [], s.verdict
+    if v.status in (Status.INCOMPLETE, Status.INTERRUPTED, Status.NEEDS_GPU):
+        return out      # says that nothing can be concluded here, and why
+    base = s.baseline
+    claim = "verdict"
+    if base is None or base.id not in v.runs and not any(s.run(r) for r in v.runs):
+        return [Finding("verdict-runs", claim, "no baseline run stands behind it")]
+    if v.status == Status.OK:
+        planned = list(s.harness.get("stages") or [])
+        runs = [s.run(r) for r in v.runs if s.run(r)]
+        done = {st.name for r in runs for st in r.stages if st.status in (Status.OK, Status.AT_RISK)}
+        missing = [n for n in planned if n not in done]
+        if missing or any(st.status == Status.INTERRUPTED for r in runs for st in r.stages):
+            out.append(Finding("ok-finished", claim, f"the stages {', '.join(missing) or '(interrupted)'} never "
+                                                     f"finished in {', '.join(v.runs)}"))
+    elif v.status in FAILURES:
+        ended = [st for rid in v.runs if s.run(rid) for st in s.run(rid).stages if st.status == v.status]
+        if not ended:
+            out.append(Finding("verdict-runs", claim, f"no stage of {', '.join(v.runs)} ended {v.status}"))
+    return out
+
+
+# Claims whose runs must have run and said something; the others (a suspect left inconclusive, a figure a
+# probe derives) may rest on runs that said nothing, but those runs must exist.
+_MUST_HAVE_RUN = ("cause", "cleared", "fix")
+
+
+def _claims(s: Session, claims: list[Claim]) -> list[Finding]:
+    out = []
+    for c in claims:
+        for rid in c.runs:
+            if c.kind in _MUST_HAVE_RUN and not _ran(s.run(rid)):
+                out.append(Finding("claim-runs", c.key, f"its run {rid} is missing or says nothing (not run, "
+                                                        f"interrupted)"))
+            elif s.run(rid) is None:
+                out.append(Finding("claim-runs", c.key, f"its run {rid} does not exist"))
+    for c in s.causes:
+        if str(c.confidence) == "high" and not c.confirmed:
+            out.append(Finding("high-confirmed", cause_key(c), "confidence high, but its runs are unconfirmed"))
+    return out
+
+
+def _cleared(s: Session) -> list[Finding]:
+    from probes import BY_NAME
+    out, base = [], s.baseline
+    blamed = {p for c in s.causes for p in c.suspects}
+    site = (s.verdict.site or {}).get("line")
+    kinds_at = {}
+    for x in s.scan:
+        kinds_at.setdefault(x["suspect"], []).append((x["line"], x.get("end_line", x["line"])))
+    for c in s.cleared:
+        claim = cleared_key(c.probe)
+        if c.probe in blamed:
+            out.append(Finding("cleared-blamed", claim, "the same suspect is named as a cause"))
+        mod = BY_NAME.get(c.probe)
+        info = mod.INFO if mod else None
+        if info is not None and info.seen is not None and base is not None and not info.seen(base):
+            out.append(Finding("cleared-acted", claim, f"the baseline never showed {info.describe}, so there was "
+                                                       f"nothing for the toggle to remove"))
+        for rid in c.evidence:
+            r = s.run(rid)
+            if r is None or r is base:
+                continue
+            if r.exercised is False:
+                out.append(Finding("cleared-acted", claim, f"{rid} never executed its edited lines"))
+            if base is not None and info is not None and info.moves_work and r.failed_stage and base.failed_stage:
+                from diagnose.analysis.comparison import is_later, failure_point
+                if is_later(failure_point(r), failure_point(base)):
+                    out.append(Finding("cleared-acted", claim, f"{rid} failed later, where the moved work ran: "
+                                                               f"the work moved, it did not go"))
+        if site and info is not None and any(a <= site <= b for k in info.sites for a, b in kinds_at.get(k, [])):
+            out.append(Finding("cleared-site", claim, f"the verdict's own line {site} is one of its sites"))
+    return out
+
+
+def _fix(s: Session) -> list[Finding]:
+    out, base, f = [], s.baseline, s.fix
+    if f is None or base is None:
+        return out
+    r = s.run(f.run)
+    wanted = [st.name for st in base.stages]
+    if r is None or [st.name for st in r.stages] != wanted or any(st.status != Status.OK for st in r.stages):
+        out.append(Finding("fix-passes", "fix", f"{f.run} did not pass every stage the baseline was "
+                                                           f"given ({', '.join(wanted)})"))
+    top = s.causes[0] if s.causes else None
+    if f.steady_us is None and top and top.suspects and f.probe not in top.suspects:
+        rivals = [x.run for x in f.costs if x.probe in top.suspects]
+        if rivals:
+            out.append(Finding("fix-cause", "fix", f"no steady state chose it, and {rivals[0]}, a "
+                                                               f"toggle of the top cause, passed too"))
+    return out
+
+
+def _cpu(s: Session) -> list[Finding]:
+    if not s.harness.get("cpu_only"):
+        return []
+    return [Finding("cpu-not-judged", f"{st.name} time" if r is s.baseline else f"{r.id} {st.name} at risk",
+                    "a CPU prediction was judged against a budget")
+            for r in s.runs for st in r.stages if st.status == Status.AT_RISK]
+
+
+def _predictions(s: Session) -> list[Finding]:
+    v, base = s.verdict, s.baseline
+    if s.harness.get("cpu_only") or base is None or v.status not in (Status.OK, Status.AT_RISK):
+        return []
+    return [Finding("prediction-range", "verdict", f"{st.name} was predicted {lo:.0f}–{hi:.0f} s against "
+                                                              f"its {st.budget_s:g} s budget")
+            for st in base.stages if st.predicted_range and st.status in (Status.OK, Status.AT_RISK)
+            for lo, hi in [st.predicted_range] if lo <= st.budget_s < hi]
+
+
+def _figures(s: Session) -> list[Finding]:
+    base = s.baseline
+    if s.harness.get("cpu_only") or base is None:
+        return []
+    return [Finding("figure-budget", f"{st.name} time", f"passed, yet shown at {st.seconds:.1f} s against its "
+                                                        f"{st.budget_s:g} s budget")
+            for st in base.stages if st.status == Status.OK and st.budget_s and st.seconds > st.budget_s]
+
+
+def _costs(s: Session) -> list[Finding]:
+    if s.fix is None:
+        return []
+    return [Finding("cost-measured", f"cost of {c.probe}: {c.toggle}", f"{c.run} timed no benchmark case")
+            for c in s.fix.costs if c.steady_us is not None and not (s.run(c.run) and steady_us(s.run(c.run)))]
+
+
+def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
+    """Every statement of the session that its runs cannot bear."""
+    claims = derive(s) if claims is None else claims
+    return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
+            _costs(s))
+
+
+def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:
+    """Every claim with the findings against it, and findings about no printed claim (a run's own status)."""
+    claims = derive(s)
+    findings = audit(s, claims)
+    keys = {c.key for c in claims}
+    return ([(c, [f for f in findings if f.claim == c.key]) for c in claims],
+            [f for f in findings if f.claim not in keys])

@@ -1,0 +1,113 @@
+"""Claims: every statement a report makes, as a typed record naming its runs and the rules that admit it.
+
+Takes a concluded Session; gives the list of Claims that the renderers print (they add layout, never a
+statement of their own) and that the audit (audit.py) re-derives from the raw runs. A claim's `key` is
+how a finding names it, so `diagnose report --audit` can say which sentence of the report is unsupported.
+
+Kinds: verdict, figure (a stage's time against its budget), cause, cleared ("not the cause"),
+inconclusive, fix, cost (the steady state of one working fix), measure (a figure a probe derives from its
+runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from diagnose.analysis import summary
+from diagnose.analysis.fix_choice import FIX_TIE_REL
+from diagnose.session import Session
+from diagnose.status import Status
+
+KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
+         "stale_lock": "a build lock left by the killed compile step"}
+
+
+@dataclass(frozen=True)
+class Claim:
+    key: str                  # stable name: "verdict", "cause 1", "warmup is not the cause", "fix", ...
+    kind: str
+    title: str                # a few words: the status, the cause's name, the probe
+    text: str                 # the sentence, as every renderer prints it
+    runs: tuple[str, ...]     # the runs behind it
+    rules: tuple[str, ...]    # the audit rules that admit it (audit.RULES)
+    detail: str = ""          # a qualifier the renderers may show beside the title (confidence, ...)
+
+
+def cause_name(c) -> str:
+    return " × ".join(c.suspects) if c.suspects and c.kind == "mechanism" else \
+        (KINDS.get(c.kind, c.kind) + (f" ({' × '.join(c.suspects)})" if c.suspects else ""))
+
+
+def cause_key(c) -> str:
+    return f"cause {c.rank}"
+
+
+def cleared_key(probe: str) -> str:
+    return f"{probe} is not the cause"
+
+
+def _figure(m: dict, cpu: bool) -> str:
+    said = f"{m['seconds']:.1f} s" + (" predicted" if m["predicted"] else "")
+    if cpu:
+        return f"{m['stage']} {m['measured_s']:.1f} s measured" + (f", {said}" if m["predicted"] else "")
+    return f"{m['stage']} {said} of {m['budget_s']:.0f} s"
+
+
+def _verdict_text(s: Session) -> str:
+    v, base = s.verdict, s.baseline
+    if v.status != Status.OK:
+        return v.message
+    figures = "; ".join(_figure(m, bool(s.harness.get("cpu_only"))) for m in summary.margins(base)) if base else ""
+    if s.harness.get("cpu_only"):
+        return f"every stage passed its checks ({figures}); on a CPU these times say nothing about a GPU's budget"
+    return f"every stage passed its checks within its budget ({figures})"
+
+
+def _fix_text(s: Session) -> str:
+    f = s.fix
+    why = (f"with the best steady state of the working variants (within {FIX_TIE_REL:.0%}, the toggle that names "
+           f"the mechanism is preferred)" if f.steady_us is not None else
+           "chosen as the toggle of the top cause (no benchmark stage ran, so no steady state could choose)")
+    return f"{f.toggle or ''} (run {f.run}) passes every check and fits every budget, {why}"
+
+
+def derive(s: Session) -> list[Claim]:
+    """Every claim of the session, in the order a report states them."""
+    v, base = s.verdict, s.baseline
+    out = [Claim("verdict", "verdict", str(v.status).upper(), _verdict_text(s), tuple(v.runs),
+                 ("verdict-runs", "ok-finished", "prediction-range"),
+                 "" if v.confirmed else "unconfirmed")]
+    for m in summary.margins(base) if base else []:
+        out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
+                         (base.id,), ("figure-budget",)))
+    from probes import REGISTRY
+    for m in REGISTRY:
+        for key, text, runs in (m.INFO.figures(s) if m.INFO.figures else []):
+            out.append(Claim(key, "measure", m.INFO.name, text, tuple(runs), ("claim-runs",)))
+    for c in s.causes:
+        conf = f"confidence {c.confidence}; " + ("changes the outcome" if c.changes_outcome else "time only") + \
+            ("" if c.confirmed else ", unconfirmed")
+        out.append(Claim(cause_key(c), "cause", cause_name(c), c.narrative, tuple(c.evidence),
+                         ("claim-runs", "high-confirmed"), conf))
+    for c in s.cleared:
+        out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
+                         ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site"),
+                         "" if c.confirmed else "unconfirmed"))
+    for i in s.inconclusive:
+        out.append(Claim(f"{i.probe} is inconclusive", "inconclusive", i.probe, i.reason, tuple(i.evidence),
+                         ("claim-runs",)))
+    if s.fix:
+        out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
+                         ("claim-runs", "fix-passes", "fix-cause")))
+        for c in s.fix.costs:
+            us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
+            out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",
+                             f"steady state {us} per call", (c.run,), ("cost-measured",)))
+    return out
+
+
+def by_kind(claims: list[Claim], kind: str) -> list[Claim]:
+    return [c for c in claims if c.kind == kind]
+
+
+def one(claims: list[Claim], key: str) -> Claim | None:
+    return next((c for c in claims if c.key == key), None)

@@ -1,0 +1,154 @@
+"""How a variant's run compares with the baseline's: where each failed, whether it got further, whether an
+edit broke it, the seconds a toggle saved per stage, and how confident runs make a conclusion.
+
+Takes a session and runs; gives facts about them. Pure.
+"""
+from __future__ import annotations
+
+import statistics
+
+from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective
+from diagnose.analysis.measures import stage_seconds
+from diagnose.session import Role, Run, Session
+from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
+from probes import BY_NAME
+
+
+WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
+         Status.AT_RISK: "the budget risk", Status.TAMPERED: "the tampering"}
+
+
+BROKEN_TYPES = ("NameError", "SyntaxError", "IndentationError", "ImportError", "ModuleNotFoundError",
+                "UnboundLocalError", "AttributeError")
+
+
+def _same_variant(session: Session, run: Run) -> list[Run]:
+    return [r for r in session.runs if r.source_sha == run.source_sha and r.role in (run.role, Role.REPEAT)
+            and r.switches.get("warm_cache") == run.switches.get("warm_cache") and r.outcome not in NO_EVIDENCE]
+
+
+def _spread(values: list[float]) -> float:
+    return (max(values) - min(values)) if len(values) > 1 else 0.0
+
+
+def seconds_saved(session: Session, base: Run, run: Run) -> dict[str, dict]:
+    """Per stage: median seconds saved, the noise it must beat, and the budget; only stages both ran."""
+    out = {}
+    bases, variants = _same_variant(session, base), _same_variant(session, run)
+    for st in run.stages:
+        b = base.stage(st.name)
+        if not b or b.status in (Status.SKIPPED,) + NO_EVIDENCE or st.status in (Status.SKIPPED,) + NO_EVIDENCE:
+            continue
+        bv = [x for x in (stage_seconds(r).get(st.name) for r in bases) if x is not None]
+        vv = [x for x in (stage_seconds(r).get(st.name) for r in variants) if x is not None]
+        if not bv or not vv:
+            continue
+        saved = statistics.median(bv) - statistics.median(vv)
+        noise = max(_spread(bv) + _spread(vv), NOISE_REL * statistics.median(bv), NOISE_ABS)
+        out[st.name] = {"saved_s": round(saved, 3), "noise_s": round(noise, 3), "budget_s": st.budget_s,
+                        "claimed": abs(saved) > noise, "samples": [len(bv), len(vv)]}
+    return out
+
+
+# Where in a stage's process a failure happened: before the submission ran, in its import, or after it
+# (first calls, checks, timing, exit). Deferring import work moves a failure from the second to the third.
+_BEFORE_IMPORT = ("torch_import", "device_init", "reference_import")
+
+
+def _phase_rank(phase: str | None) -> int:
+    if phase is None or phase in _BEFORE_IMPORT:
+        return 0
+    return 1 if phase == "submission_import" else 2
+
+
+def failure_point(run: Run) -> tuple[int, str, int] | None:
+    """(stage index, stage name, phase rank) of the run's failure: the order says which came later."""
+    st = run.failed_stage
+    if st is None:
+        return None
+    return [s.name for s in run.stages].index(st.name), st.name, _phase_rank(st.phase)
+
+
+def is_later(a: tuple, b: tuple) -> bool:
+    """Failure point a comes after b: a later stage, or later in the same stage's process."""
+    return (a[0], a[2]) > (b[0], b[2])
+
+
+def _got_past(run: Run, bp: tuple[int, str] | None) -> bool:
+    """Did the run finish the stage where the baseline failed (or, for a healthy or at-risk baseline,
+    every stage it was given)?"""
+    done = {s.name for s in run.stages if s.status in (Status.OK, Status.AT_RISK)}
+    if bp is not None:
+        return bp[1] in done
+    return bool(run.stages) and all(s.status in (Status.OK, Status.AT_RISK) for s in run.stages)
+
+
+def broken_by_edit(run: Run) -> str | None:
+    """The variant failed because the edit broke the program: an error type an edit makes, raised at an
+    edited line or before the code could run. Returns the error, or None."""
+    st = run.failed_stage
+    if not st or st.status != Status.CRASH or not st.exception:
+        return None
+    typ = st.exception.get("type") or ""
+    if typ not in BROKEN_TYPES:
+        return None
+    at_edit = bool(st.site and st.site.get("line") in set(run.watched))
+    return f"{typ} at line {st.site['line']}" if at_edit else (st.message if st.message.startswith(typ) else
+                                                                f"{typ}: {st.message}")
+
+
+def compare(session: Session, base: Run, run: Run) -> str:
+    """'same' failure as the baseline, 'fixed', 'moved' (the same kind of failure at a later stage),
+    'different' (failed otherwise), 'broken' (the edit broke the program), or 'unknown' (it says
+    nothing: not run, interrupted, flaky, never exercised). For a probe whose toggle moves work, a moved
+    failure is the same failure."""
+    e, b = effective(session, run), effective(session, base)
+    if e.outcome in NO_EVIDENCE or b.outcome in NO_EVIDENCE or e.flaky:
+        return "unknown"
+    if run.exercised is False:
+        return "unknown"
+    bp, rp = failure_point(base), failure_point(run)
+    if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
+        return "unknown"
+    if e.outcome in FAILURES:
+        base_err = (base.failed_stage.exception or {}).get("type") if base.failed_stage else None
+        err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
+        if broken_by_edit(run) and err != base_err:
+            return "broken"
+        if b.outcome == e.outcome and bp and rp and (bp[1], bp[2]) == (rp[1], rp[2]):
+            return "same"
+        if bp is None or rp is None or not is_later(rp, bp):
+            return "different"
+        if e.outcome == b.outcome:     # the same kind of failure, later
+            return "same" if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else "moved"
+        return "fixed"     # it got past the baseline's failure and failed later, on something else
+    if b.outcome == Status.AT_RISK:
+        return "fixed" if e.outcome == Status.OK else "same"
+    return "fixed" if b.outcome in FAILURES else "same"
+
+
+def single_runs(session: Session) -> list[Run]:
+    """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
+    active = {p["name"] for p in session.probes if p["state"] == "run"} if session.probes else set(BY_NAME)
+    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
+
+
+def toggle_rank(t) -> int:
+    """How specific a toggle (or a run of one) is: its probe's rank for the fragment its label holds."""
+    ranks = BY_NAME[t.probe].INFO.ranks
+    frag = next((f for f in ranks if f in (getattr(t, "toggle", None) or getattr(t, "label", "") or "")), None)
+    return ranks[frag] if frag else 1
+
+
+def probe_site(session: Session, probe: str) -> dict | None:
+    kinds = BY_NAME[probe].INFO.sites
+    hit = next((s for s in session.scan if s["suspect"] in kinds), None)
+    return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
+
+
+def confidence_of(session: Session, runs: list[Run]) -> tuple[Confidence, bool]:
+    effs = [effective(session, r) for r in runs]
+    confirmed = all(e.confirmed for e in effs)
+    if any(e.flaky for e in effs):
+        return Confidence.LOW, False
+    return (Confidence.HIGH if confirmed else Confidence.MEDIUM), confirmed

@@ -1,0 +1,119 @@
+"""Where the time went: each phase's samples turned into lines, seconds and shares. Pure.
+
+A sample names the submission line the main thread was on. A line's seconds are its share of the
+samples times the phase's measured duration: a loop that holds the GIL delays the sampler's own wake-ups,
+so counting samples times the interval would undercount it. A line inside a loop is shown with the loop (its header and how many times it ran, where that was
+counted), so a hot spot reads "L18, a loop of 20,000 iterations, 2.4 s of the 2.5 s first call".
+"""
+from __future__ import annotations
+
+from diagnose.analysis import observed
+from diagnose.session import Run, Session, StageResult
+from diagnose.status import Status
+from diagnose.analysis.summary import source_line
+
+TOP = 5
+# The library mechanism a line's time went into (worker/sampler.py MECHANISMS), in words.
+MECHANISM_WORDS = {
+    "lock_wait:build": "waiting on a torch extension build's lock (FileBaton.wait)",
+    "triton_autotune": "Triton's autotuner (compiling and timing every config)",
+    "inductor_autotune": "Inductor's max-autotune (timing GEMM templates)",
+    "extension_build": "a torch C++/CUDA extension build (ninja, nvcc)",
+    "helion_autotune": "Helion's autotuner",
+    "triton_compile": "Triton compiling a kernel",
+    "inductor_compile": "Inductor compiling",
+    "dynamo": "torch.compile tracing (Dynamo)",
+    "cuda_init": "CUDA initialisation",
+    "subprocess_wait": "waiting for a subprocess",
+    "lock_wait": "waiting on a lock or another thread",
+}
+
+
+# The probe whose suspect a mechanism is, and what to do about it when no toggle was verified.
+
+
+def owner_probe(mechanism: str | None) -> str | None:
+    """The probe whose toggle addresses time spent inside this mechanism (its INFO.mechanisms)."""
+    from probes import REGISTRY
+    return next((m.INFO.name for m in REGISTRY if mechanism and mechanism in m.INFO.mechanisms), None)
+MECHANISM_HINTS = {
+    "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
+                       "pre-build such an extension, so a stage only pays for it when the build does not fit there",
+    "triton_autotune": "; the GPU MODE maintainers advise against autotuning on the harness: pin the configs",
+}
+
+
+def mechanism(st: StageResult, phase: str, line: int) -> tuple[str, float] | None:
+    """The library mechanism most of a line's samples were inside, and that share of them."""
+    kinds = st.samples.get(phase) or {}
+    n_line = (kinds.get("lines") or {}).get(str(line), 0)
+    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items()
+            if k.split("|", 1)[0] == str(line)}
+    if not n_line or not mech:
+        return None
+    name, n = max(mech.items(), key=lambda kv: kv[1])
+    return (name, round(n / n_line, 3)) if n / n_line >= 0.5 else None
+
+
+def where(session: Session, st: StageResult, phase: str) -> list[dict]:
+    """The hottest submission lines of one phase: line, code, seconds, share, and the loop around it."""
+    kinds = st.samples.get(phase) or {}
+    lines = {int(k): v for k, v in kinds.get("lines", {}).items()}
+    total = sum(lines.values())
+    if not total:
+        return []
+    ph = next((p for p in st.phases if p.name == phase), None)
+    duration = ph.seconds if ph else total * (st.sample_interval_s or 0.01)
+    loops = observed.loops(session.submission.get("source") or "")
+    iters = {int(k): v for k, v in (st.loops.get(phase) or {}).items()}
+    rows = []
+    for line, n in sorted(lines.items(), key=lambda kv: -kv[1])[:TOP]:
+        loop = min((lp for lp in loops if lp[0] <= line <= lp[1]), key=lambda lp: lp[1] - lp[0], default=None)
+        mech = mechanism(st, phase, line)
+        rows.append({"line": line, "code": source_line(session, line), "seconds": round(n / total * duration, 3),
+                     "share": round(n / total, 3), "loop": loop[0] if loop else None,
+                     "iterations": iters.get(loop[0]) if loop else None,
+                     "mechanism": mech[0] if mech else None, "mechanism_share": mech[1] if mech else None})
+    return rows
+
+
+def phases_to_explain(run: Run) -> list[tuple[StageResult, str]]:
+    """The failing phase, and any phase that took a notable part of its stage's budget."""
+    out = []
+    for st in run.stages:
+        if st.status == Status.SKIPPED:
+            continue
+        for p in st.phases:
+            if p.name in ("torch_import", "device_init", "reference_import") or not st.samples.get(p.name):
+                continue
+            failing = st.phase == p.name and st.status != Status.OK
+            if failing or (st.budget_s and p.seconds >= 0.2 * st.budget_s):
+                out.append((st, p.name))
+    return out
+
+
+def hot_spot(session: Session, base: Run) -> dict | None:
+    """The measured hot spot of the baseline's failure: the hottest line of the phase it failed in."""
+    st = base.failed_stage
+    if st is None or not st.phase:
+        return None
+    rows = where(session, st, st.phase)
+    if not rows:
+        return None
+    top = rows[0]
+    phase = next((p for p in st.phases if p.name == st.phase), None)
+    return {**top, "stage": st.name, "phase": st.phase, "phase_s": round(phase.seconds, 2) if phase else None,
+            "budget_s": st.budget_s}
+
+
+def describe(h: dict) -> str:
+    what = f"L{h['line']}"
+    if h.get("loop"):
+        it = f" of {h['iterations']:,} iterations" if h.get("iterations") else ""
+        what += f", in the loop at L{h['loop']}{it},"
+    inside = ""
+    if h.get("mechanism"):
+        inside = (f", inside {MECHANISM_WORDS.get(h['mechanism'], h['mechanism'])} "
+                  f"({h['mechanism_share']:.0%} of that line's samples)")
+    return (f"{what} took {h['seconds']:.1f} s ({h['share']:.0%} of the samples) of the {h['phase_s']:.1f} s "
+            f"{h['phase']} in {h['stage']}{inside}")

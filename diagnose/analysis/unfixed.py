@@ -1,0 +1,102 @@
+"""A failure that no toggle and no combination fixes: the cause is in the code itself. Where it was when it
+failed (the submission's own line, not a library's), and the narrative that says so. Pure.
+"""
+
+from __future__ import annotations
+
+from diagnose.analysis import carried, hotspots
+from diagnose.analysis.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
+from diagnose.analysis.findings import Cause, Inconclusive
+from diagnose.session import Run, Session
+from diagnose.status import UNEXPLAINED, Confidence, Status
+from probes import BY_NAME
+
+
+def _user_site(session: Session, site: dict | None) -> dict | None:
+    """A site in the run's copy of the submission, as the user's own file and line."""
+    if not site:
+        return None
+    from diagnose.analysis.summary import source_line
+    return {"file": session.submission.get("path"), "line": site["line"], "code": source_line(session, site["line"]),
+            "func": site.get("func")}
+
+
+def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
+    st = base.failed_stage
+    site = _user_site(session, st.site)
+    moved = next((r for r in single_runs(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
+                  and failure_point(r) and is_later(failure_point(r), failure_point(base))), None)
+    conf, confirmed = confidence_of(session, [base])
+    lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
+    if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
+        return Cause(rank=0, suspects=["extension_build"], kind="stale_lock", confidence=conf, changes_outcome=False,
+                     narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
+                               f"extensions for the stage; a build longer than its limit never gets there.",
+                     evidence=[base.id], site=site, confirmed=confirmed)
+    hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
+    owner = hotspots.owner_probe((hot or {}).get("mechanism"))
+    if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
+        sec = st.phase_s("submission_import")
+        where = f" (line {site['line']})" if site else ""
+        inside = f", inside {hotspots.MECHANISM_WORDS[hot['mechanism']]}," if owner else ""
+        narrative = (f"The work itself is too slow: {sec:.1f} s at import{where}{inside} until the deadline, and "
+                     f"deferring it only moves it: {moved.id} ({moved.toggle}) then times out in "
+                     f"{moved.failed_stage.name}/{moved.failed_stage.phase}"
+                     f"{hotspots.MECHANISM_HINTS.get(hot['mechanism'], '') if owner else ''}.")
+        conf, confirmed = confidence_of(session, [base, moved])
+        return Cause(rank=0, suspects=[owner or moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
+                     changes_outcome=False, evidence=[base.id, moved.id],
+                     site=site if owner else probe_site(session, moved.probe), confirmed=confirmed)
+    none = "no probe found a suspect to toggle" if not single_runs(session) else \
+        "no probe toggle and no combination of them changed that"
+    if hot:
+        hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
+        # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
+        # toggle of it could be made or verified
+        return Cause(rank=0, suspects=[owner] if owner else [], kind="hot_spot", confidence=conf,
+                     changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
+                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
+                     evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
+    if st.status == Status.TIMEOUT and site is None:
+        # Neither the stacks at the deadline nor the sampler put the time in the submission's code: a bug
+        # there is a guess, as is anything else. Say where the run was, and no more.
+        last = next((p.name for p in reversed(st.phases) if p.name), None)
+        after = f", after its phase {last}" if last else ""
+        return Inconclusive(probe=UNEXPLAINED, evidence=[base.id], reason=(
+            f"{base.id} timed out in {st.name}{after}, but no stack at the deadline and no sample of its run "
+            f"was in the submission's code, and {none}; what held it cannot be named from these runs"))
+    where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
+    if st.status == Status.WRONG:
+        ret = _return_line(session)
+        site = site or ret
+        at = f" (it returns at line {ret['line']})" if ret else ""
+        narrative = (f"The submission's custom_kernel{at} returns a wrong result for "
+                     f"{st.phase.split(':', 1)[-1] if st.phase else 'a case'} in {st.name}: {st.message}; {none}: "
+                     f"the cause is in that code itself.")
+    else:
+        where = f"line {site['line']}" if site else where
+        if st.status == Status.TIMEOUT:   # at the deadline it was there: stuck or slow, the stacks alone cannot say
+            narrative = (f"The submission was still running at {where} when the {st.budget_s:g} s budget of {st.name}"
+                         + (f" ({st.phase})" if st.phase else "") + f" ran out; {none}: the cause is in that code "
+                         f"itself.")
+        else:
+            narrative = (f"The submission fails ({st.status}: {st.message}) at {where} in {st.name}" +
+                         (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
+    return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
+                 narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
+
+def _return_line(session: Session) -> dict | None:
+    """Where custom_kernel returns its result (for a wrong result, the line that produced it)."""
+    import ast
+    try:
+        tree = ast.parse(session.submission.get("source") or "")
+    except (SyntaxError, RecursionError, ValueError):
+        return None
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "custom_kernel"), None)
+    ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return)] if fn else []
+    if not ret:
+        return None
+    from diagnose.analysis.summary import source_line
+    line = ret[-1].lineno
+    return {"file": session.submission.get("path"), "line": line, "code": source_line(session, line)}

@@ -1,0 +1,274 @@
+"""Command line: `diagnose run | check | probes | report`. The only module that writes files.
+
+Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk, tampering), 2 bad input or
+usage, 3 this machine cannot judge the submission (it needs a GPU this machine lacks), 130 / 143
+interrupted by SIGINT / SIGTERM (the partial session and report are written first).
+
+Commands stay thin: checking inputs is prepare.py's, running is the engine's, what is printed is the
+renderers'. Every bad value, typer's own type errors included, ends as one `error:` line and exit 2.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+import typer.core
+from rich.markup import escape
+
+import diagnose
+from diagnose.runs import harness
+from diagnose.cli.wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
+from diagnose.errors import BadInput
+
+try:   # typer >= 0.20 carries its own copy of click
+    from typer._click import exceptions as _cx
+except ImportError:  # pragma: no cover - older typer
+    from click import exceptions as _cx
+
+class _Command(typer.core.TyperCommand):
+    """`Usage: diagnose run [OPTIONS] SUBMISSION`, as click and pytest write it (newer typer braces it)."""
+
+    def collect_usage_pieces(self, ctx):
+        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
+
+
+_NO_ARGS = getattr(_cx, "NoArgsIsHelpError", ())   # click >= 8.2: `diagnose` alone shows the help
+_ABORT = getattr(_cx, "Abort", KeyboardInterrupt)   # not in every click's exceptions module
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+                  rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
+                  help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
+                       "tested fix.")
+
+
+def _version(value: bool) -> None:
+    if value:
+        out.print(f"diagnose {diagnose.__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", "-V", callback=_version, is_eager=True,
+                                       help="Show the version and exit.")):
+    """Find out why a GPU kernel submission times out or crashes, with measurements and a tested fix."""
+
+
+SUBMISSION = typer.Argument(..., metavar="SUBMISSION", show_default=False,
+                            help="The submission .py file (defines custom_kernel).")
+PROBLEM = typer.Option(None, "--problem", metavar="DIR", help="GPU MODE problem directory (reference.py, task.yml).")
+TASK = typer.Option("fp8-dual-gemm", "--task", metavar="NAME", help="Built-in task, when no --problem is given.")
+BUDGET = typer.Option(None, "--budget", "-b", metavar="SECONDS",
+                      help="Seconds per stage (default: the task's, else 180). The compile step keeps its own.")
+COMPILE_BUDGET = typer.Option(None, "--compile-budget", metavar="SECONDS",
+                              help="Seconds for the compile step before each stage (default 120, as the harness).")
+SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
+                     help="Shape set: the small one or the task's own (default: small without a GPU).")
+QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
+VERBOSE = typer.Option(False, "--verbose", "-v", help="Also print each phase as it ends.")
+RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
+                      help="Replay scripted stage results instead of starting processes (tests).")
+
+
+@app.command(cls=_Command)
+def run(
+    submission: Path = SUBMISSION,
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = COMPILE_BUDGET,
+    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST",
+                               help="Comma-separated stages to run; 'compile' runs the harness's compile step "
+                                    "before each of them."),
+    full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
+    probes: Optional[str] = typer.Option(None, "--probes", "-p", metavar="LIST",
+                                         help="Comma-separated probes (default: all present); 'none' runs the "
+                                              "submission only."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time (default from CPUs "
+                                                                                "and memory)."),
+    repeat: int = typer.Option(1, "--repeat", metavar="N", help="Run the baseline and each variant N times."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="IDS", help="GPU ids to spread runs over, e.g. 0,1."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                           help="Output directory (default reports/<stem>-<time>)."),
+    fix: Optional[Path] = typer.Option(None, "--fix", metavar="FILE", help="Write the verified fix's full source here."),
+    max_rss: Optional[float] = typer.Option(None, "--max-rss", metavar="MB",
+                                            help="Kill a run whose process tree passes this many MB."),
+    keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
+    sample_repeats: int = typer.Option(10, "--sample-repeats", metavar="N",
+                                       help="Timed repeats per benchmark case when predicting."),
+    small: Optional[bool] = SMALL,
+    no_sample: bool = typer.Option(False, "--no-sample", help="Turn off the line sampler (to measure its own cost)."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
+):
+    """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
+    from diagnose.cli.files import OutDir, write_atomic
+    from diagnose.cli.prepare import Inputs, prepare
+    from diagnose.cli.exits import exit_code
+    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, stages, full, max_rss, keep,
+                          sample_repeats, small, not no_sample, probes, jobs, repeat, gpus))
+    if fix is not None and fix.is_dir():
+        raise BadInput(f"--fix {fix}: is a directory; give a file name")
+    outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
+                    "--out")
+    eng, code = diagnose_prepared(prep, outdir, quiet, verbose, runner, repeat=repeat)
+    session = prep.session
+    if fix and session.fix:
+        write_atomic(fix, eng.sources[session.fix.run])
+    if code:
+        err.print(f"interrupted: partial report written to {escape(str(outdir.path))}")
+        raise typer.Exit(code)
+    raise typer.Exit(exit_code(session))
+
+
+@app.command(cls=_Command)
+def check(
+    submission: Path = SUBMISSION,
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = COMPILE_BUDGET,
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
+                                           help="Also write session.json and report.md here."),
+    small: Optional[bool] = SMALL,
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
+):
+    """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
+    1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
+    from diagnose.engine import Options
+    from diagnose.cli.files import OutDir
+    from diagnose.cli.prepare import Inputs, cannot_judge, prepare, problem_options
+    from diagnose.cli.exits import check_exit
+    from diagnose.output.console import check_table
+    from diagnose.source.risks import static_risks
+    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1))
+    outdir = OutDir(out_dir, "--out") if out_dir else None
+    progress, shown = progress_for(prep, verbosity(quiet, verbose))
+    with Signals() as sig:
+        opts = Options(probes=[], jobs=1, gpu=prep.gpu, bisect=False, confirm=False, **problem_options(prep.settings))
+        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
+        if not cannot_judge(prep.session, prep.settings):
+            with shown:
+                eng.diagnose()
+    save(prep.session)
+    lines, safe = check_table(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
+                              prep.gpu, quiet=quiet)
+    for line in lines:
+        out.print(line)
+    raise typer.Exit(sig.code or check_exit(prep.session, safe))
+
+
+@app.command(cls=_Command)
+def bisect(
+    good: Path = typer.Argument(..., metavar="GOOD", show_default=False,
+                                help="The version that passes (with --git: the file, at both revisions)."),
+    bad: Optional[Path] = typer.Argument(None, metavar="BAD", show_default=False, help="The version that fails."),
+    git: Optional[str] = typer.Option(None, "--git", metavar="REV_GOOD..REV_BAD", help="Take both versions of GOOD "
+                                                                                      "from git."),
+    problem: Optional[Path] = PROBLEM,
+    task: str = TASK,
+    budget: Optional[float] = BUDGET,
+    compile_budget: Optional[float] = COMPILE_BUDGET,
+    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST", help="Stages to run."),
+    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time."),
+    small: Optional[bool] = SMALL,
+    out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="Output directory."),
+    no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Stop at the minimal edits (no diagnosis of them)."),
+    quiet: bool = QUIET,
+    verbose: bool = VERBOSE,
+    runner: Optional[str] = RUNNER,
+):
+    """Which edits between GOOD and BAD make it fail: the minimal set, tested, then diagnosed. Exit 0 found,
+    1 none verified, 2 bad input, 3 cannot be judged here."""
+    from diagnose.cli.bisect import bisect as bisect_edits
+    inputs = dict(problem=problem, task=task, budget=budget, compile_budget=compile_budget, stages=stages,
+                  small=small, jobs=jobs)
+    raise typer.Exit(bisect_edits(good, bad, git, inputs, out_dir, not no_diagnose, quiet, verbose, runner))
+
+
+@app.command("probes", cls=_Command)
+def probes_cmd():
+    """List the probe registry."""
+    from diagnose.engine import probe_table
+    from diagnose.output.console import probes_table
+    out.print(probes_table(probe_table()))
+
+
+@app.command(cls=_Command)
+def report(
+    session_file: Path = typer.Argument(..., metavar="SESSION_JSON", show_default=False,
+                                        help="A session.json written by `diagnose run`."),
+    fmt: str = typer.Option("md", "--format", "-f", metavar="FORMAT", help="md | json | trace"),
+    audit: bool = typer.Option(False, "--audit", help="Check every conclusion against the session's own runs "
+                                                      "instead: exit 1 naming each one they cannot bear."),
+):
+    """Re-render a saved session offline (no run), or audit its conclusions (--audit)."""
+    from diagnose.output import RENDERERS
+    from diagnose.session import Session
+    if fmt not in RENDERERS:
+        raise BadInput(f"--format must be one of {', '.join(RENDERERS)}, got {fmt!r}")
+    try:
+        data = json.loads(session_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise BadInput(f"{session_file}: no such file") from None
+    except IsADirectoryError:
+        raise BadInput(f"{session_file}: is a directory; give its session.json") from None
+    except (ValueError, UnicodeDecodeError, OSError):
+        raise BadInput(f"{session_file}: not a diagnose session (not a JSON file)") from None
+    if not isinstance(data, dict) or "schema_version" not in data or "verdict" not in data:
+        raise BadInput(f"{session_file}: not a diagnose session (JSON, but no schema_version and verdict)")
+    try:
+        session = Session.from_dict(data)
+    except (ValueError, TypeError, KeyError) as e:
+        raise BadInput(f"{session_file}: a diagnose session this version cannot read: "
+                       f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
+    if audit:
+        from diagnose.analysis.audit import audit_claims
+        checked, loose = audit_claims(session)
+        for claim, found in checked:
+            runs = ", ".join(claim.runs) or "no runs"
+            out.print(escape(f"{'ok' if not found else 'UNSUPPORTED':11} {claim.key} (runs {runs}; rules "
+                             f"{', '.join(claim.rules)})"))
+            for f in found:
+                out.print(escape(f"            [{f.rule}] {f.missing}"))
+        for f in loose:
+            out.print(escape(f"UNSUPPORTED {f}"))
+        bad = sum(1 for _, found in checked if found) + len(loose)
+        out.print(f"{bad} unsupported claim(s) of {len(checked)}" if bad else
+                  f"all {len(checked)} claim(s) are supported by the session's runs")
+        raise typer.Exit(1 if bad else 0)
+    sys.stdout.write(RENDERERS[fmt](session))
+
+
+def _error(msg: str, code: int = 2) -> int:
+    err.print(f"[bold red]error:[/] {escape(msg)}")
+    return code
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: usage errors (typer's too) and BadInput become one `error:` line and exit 2."""
+    try:
+        rv = app(argv, standalone_mode=False, prog_name="diagnose")
+    except _NO_ARGS as e:
+        out.print(e.ctx.get_help() if e.ctx else "")
+        sys.exit(2)
+    except _cx.UsageError as e:
+        sys.exit(_error(e.format_message().replace("\n", " ")))
+    except BadInput as e:
+        sys.exit(_error(str(e)))
+    except (_ABORT, KeyboardInterrupt):
+        sys.exit(130)
+    except _cx.ClickException as e:
+        sys.exit(_error(e.format_message(), e.exit_code))
+    except Exception as e:  # noqa: BLE001 - a bug of ours: one line (the traceback with DIAGNOSE_DEBUG=1)
+        if os.environ.get("DIAGNOSE_DEBUG"):
+            raise
+        sys.exit(_error(f"internal error (a bug in diagnose): {type(e).__name__}: {e}", 70))
+    sys.exit(rv if isinstance(rv, int) else 0)

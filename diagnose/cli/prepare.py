@@ -1,0 +1,204 @@
+"""From the command line's values to what a diagnosis needs: every value checked up front (one BadInput
+naming the option), the submission and task loaded, the run settings and a new session built.
+
+Nothing here runs the submission or writes a file.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import math
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import diagnose
+from diagnose.runs import device, harness
+from diagnose.errors import BadInput
+
+if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
+    from diagnose.runs.runner.stages import RunSettings
+    from diagnose.session import Session
+    from diagnose.source.submission import Submission
+
+
+@dataclass
+class Inputs:
+    """The options `run` and `check` share, as the user gave them."""
+    submission: Path
+    problem: Path | None = None
+    task: str = "fp8-dual-gemm"
+    budget: float | None = None
+    compile_budget: float | None = None
+    stages: str = ",".join(harness.STAGES)
+    full: bool = False
+    max_rss: float | None = None
+    keep: bool = False
+    sample_repeats: int = 10
+    small: bool | None = None
+    sample: bool = True
+    probes: str | None = None
+    jobs: int | None = None
+    repeat: int = 1
+    gpus: str | None = None
+
+
+@dataclass
+class Prepared:
+    """Everything a diagnosis starts from, checked: the submission, the run settings, a new session."""
+    sub: Submission
+    gpu: bool
+    settings: RunSettings
+    session: Session
+    probes: list[str] | None
+    gpu_ids: list[str]
+    jobs: int
+
+
+def positive(flag: str, val: float | None) -> None:
+    if val is not None and not (math.isfinite(val) and val > 0):
+        raise BadInput(f"{flag} must be a finite positive number, got {val:g}")
+
+
+def at_least(flag: str, val: int | None, low: int) -> None:
+    if val is not None and val < low:
+        raise BadInput(f"{flag} must be at least {low}, got {val}")
+
+
+def stage_list(spec: str) -> tuple[list[str], bool]:
+    """The stages to run, and whether the harness's compile step runs before each ("compile" in the list)."""
+    names = [s.strip() for s in spec.split(",") if s.strip()]
+    bad = [s for s in names if s not in harness.STAGES]
+    if bad or not names:
+        raise BadInput(f"--stages: unknown stage {', '.join(bad) or '(none)'}; choose from {', '.join(harness.STAGES)}")
+    stages = [s for s in harness.JUDGED if s in names]
+    if not stages:
+        raise BadInput("--stages compile: the compile step runs before each stage and decides nothing by itself; "
+                       "add a stage (test, benchmark, leaderboard)")
+    return stages, "compile" in names
+
+
+def probe_list(spec: str | None) -> list[str] | None:
+    if spec is None:
+        return None
+    from probes import BY_NAME
+    names = [p.strip() for p in spec.split(",") if p.strip()]
+    if names == ["none"]:
+        return []
+    unknown = [p for p in names if p not in BY_NAME]
+    if unknown or not names:
+        raise BadInput(f"--probes: unknown probe {', '.join(unknown) or '(none)'}; see `diagnose probes`")
+    return names
+
+
+def gpu_list(spec: str | None) -> list[str]:
+    """GPU ids, each checked against what this machine has."""
+    if not spec:
+        return []
+    ids = [g.strip() for g in spec.split(",") if g.strip()]
+    have = device.gpu_count()
+    if not have:
+        raise BadInput(f"--gpus {spec}: this machine has no GPU")
+    bad = [g for g in ids if not g.isdigit() or int(g) >= have]
+    if bad or not ids:
+        raise BadInput(f"--gpus: no GPU {', '.join(bad) or '(none)'} here; this machine has GPUs 0–{have - 1}")
+    return ids
+
+
+def shown_path(p: Path) -> str:
+    """A path as a user would write it: relative to the working directory when inside it."""
+    try:
+        return str(p.relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(p)
+
+
+def _evaluator(t) -> str:
+    if t.evaluator:
+        return (f"the problem's own {t.evaluator} (from {t.evaluator_source}), run as the harness runs it; it decides "
+                f"inputs, repeats, flush, seeds and checks")
+    return ("diagnose's model of GPU MODE's eval_better_bench.py: 50 inputs per case, CUDA events around 50 calls, "
+            "an L2 flush per repeat, the stopping rule" + ("" if t.builtin else " (the folder ships no evaluator)"))
+
+
+def prepare(i: Inputs) -> Prepared:
+    from diagnose.runs.runner.container import left_out
+    from diagnose.runs.runner.stages import RunSettings
+    from diagnose.source.scan import scan_source
+    from diagnose.session import Session
+    from diagnose.source.submission import load_submission
+    from diagnose.tasks.loader import load_task
+    for flag, val in (("--budget", i.budget), ("--compile-budget", i.compile_budget), ("--max-rss", i.max_rss)):
+        positive(flag, val)
+    at_least("--jobs", i.jobs, 1)
+    at_least("--repeat", i.repeat, 1)
+    at_least("--sample-repeats", i.sample_repeats, 2)
+    stages, compile_step = stage_list(i.stages)
+    names = probe_list(i.probes)
+    gpu_ids = gpu_list(i.gpus)
+    sub = load_submission(i.submission)
+    gpu = device.has_gpu()
+    t = load_task(i.problem, i.task, small=i.small if i.small is not None else not gpu)
+    settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
+                           depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
+                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step)
+    settings.sample = i.sample
+    session = Session(
+        submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
+        task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
+              "files": [[n, s if s == "@SUBMISSION@" else shown_path(Path(s))] for n, s in t.files]},
+        command=["diagnose"] + sys.argv[1:], tool_version=diagnose.__version__,
+        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
+                 "compile_step": compile_step, "ranking_by": t.ranking_by,
+                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
+                 "container": {"dropped_env": left_out(os.environ)}},
+        scan=scan_source(sub.source, sub.tree).to_list())
+    jobs = i.jobs or device.default_jobs()
+    if t.world_size > 1:
+        jobs = 1      # the evaluator takes every GPU for its ranks
+    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "")
+    return Prepared(sub=sub, gpu=gpu, settings=settings, session=session, probes=names, gpu_ids=gpu_ids, jobs=jobs)
+
+
+def problem_options(settings: RunSettings) -> dict:
+    """What a problem folder changes about a diagnosis: its reference is checked alone first; a folder
+    that ships its own evaluator has it decide the timing, and those stages run with nothing beside them."""
+    t = settings.task
+    return {"preflight": not t.builtin, "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
+            "problem": t.directory, "gpus_for": t.gpus}
+
+
+def cannot_judge(session, settings) -> bool:
+    """A multi-GPU problem on a machine with too few GPUs: say so, with no run."""
+    from diagnose.analysis.findings import Verdict
+    from diagnose.status import Status
+    need, have = settings.task.world_size, device.gpu_count()
+    if need <= 1 or need <= have:
+        return False
+    session.verdict = Verdict(Status.NEEDS_GPU, message=f"this problem needs {need} GPUs; this machine has {have}",
+                              note="a multi-GPU problem runs one process per rank: run it on a machine with "
+                                   f"{need} GPUs")
+    session.complete = True
+    return True
+
+
+def environment(session) -> None:
+    """Lift what the runs said about the machine (torch, GPU, the L2 flush) into the session's header."""
+    walls = next((st.state["container"] for r in session.runs for s in r.stages
+                  for st in (s.compile_step, s) if st is not None and st.state.get("container")), None)
+    if walls:
+        session.harness.setdefault("container", {})["walls"] = walls
+    events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
+    env = next((e for e in events if e["k"] == "env"), None)
+    if env:
+        session.environment = {k: v for k, v in env.items() if k not in ("k", "t", "pid")}
+    flushes = [e for e in events if e["k"] == "flush"]
+    if flushes:
+        lo, want = min(e["bytes"] for e in flushes), flushes[0]["wanted"]
+        hi = max(e["bytes"] for e in flushes)
+        session.harness["flush"] = "none (CPU)" if flushes[0].get("device") == "cpu" else (
+            f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
+            (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
+             if lo < want else ""))

@@ -1,0 +1,156 @@
+"""Progress while a diagnosis runs, fitted to where it runs.
+
+- In a terminal: live rows (each running run's stage, phase and time against its budget) under a line
+  "k of N runs done · elapsed · about T left"; the last frame stays on screen.
+- Piped, or with CI set: one plain line per finished stage and per finished run, no colour, no wrapping.
+- `-v` adds a plain line per finished phase; `-q` shows nothing while running.
+
+Fed from the engine's callbacks, which come from several threads. Every text the submission controls
+goes through rich.text.Text (never parsed as markup) or is written as plain text.
+"""
+from __future__ import annotations
+
+import threading
+import time
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+
+def _label(run) -> str:
+    return str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
+
+
+def _dur(s: float) -> str:
+    return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
+
+
+class Progress:
+    """What is running and what is done; the renderers below only differ in how they show it."""
+
+    def __init__(self, budgets: dict[str, float], planned):
+        self.budgets = budgets
+        self.planned = planned     # how many runs the engine has launched or queued so far (the session's runs)
+        self.lock = threading.RLock()
+        self.t0 = time.time()
+        self.active: dict[str, dict] = {}
+        self.done: list[tuple[str, str, str]] = []   # (run id, label, outcome)
+        self._shown: dict[str, int] = {}             # run id -> how many of its stages were shown
+        self.early = ""                              # the verdict, once decided before the end
+
+    def on_event(self, run, stage: str, ev: dict) -> None:
+        with self.lock:
+            a = self.active.setdefault(run.id, {"label": _label(run), "stage": stage, "phase": "start",
+                                                "t0": time.time(), "begun": {}})
+            if a["stage"] != stage:
+                a.update(stage=stage, t0=time.time(), phase="start", begun={})
+            ended = None
+            if ev.get("k") == "begin" and isinstance(ev.get("name"), str):
+                a["phase"] = ev["name"]
+                a["begun"][ev["name"]] = time.time()
+            elif ev.get("k") == "end" and isinstance(ev.get("name"), str):
+                began = a["begun"].pop(ev["name"], None)
+                if began is not None:
+                    ended = (ev["name"], time.time() - began)
+        if ended:     # outside the lock: the renderer takes it again to write
+            self.phase_done(run, stage, *ended)
+
+    def on_stage(self, run) -> None:
+        # every stage not shown yet: a failed stage arrives together with the skipped ones after it
+        with self.lock:
+            shown = self._shown.get(run.id, 0)
+            self._shown[run.id] = len(run.stages)
+        for st in run.stages[shown:]:
+            self.stage_done(run, st)
+
+    def on_run_done(self, run) -> None:
+        with self.lock:
+            self.active.pop(run.id, None)
+            self.done.append((run.id, _label(run), str(run.outcome)))
+        self.run_done(run)
+
+    def counts(self) -> str:
+        with self.lock:
+            k, n = len(self.done), max(len(self.done), self.planned())
+        el = time.time() - self.t0
+        if n == 0:
+            return f"starting · {_dur(el)} elapsed"
+        left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
+        return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
+
+    def on_verdict(self, session, what: str = "cause") -> None:
+        from diagnose.analysis import claims
+        cl = claims.derive(session)
+        v = claims.one(cl, "verdict")
+        if what == "verdict":
+            text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}; the causes follow"
+        else:
+            top = claims.by_kind(cl, "cause")
+            text = (f"causes at {_dur(session.cause_at_s or 0)}: " +
+                    (f"top cause {top[0].title}" if top else f"{v.title}, no cause found") +
+                    "; confirmations and fix costs follow")
+        with self.lock:
+            self.early = text
+        self.verdict_line(text)
+
+    # what the renderers override
+    def verdict_line(self, text: str) -> None:
+        pass
+
+    def phase_done(self, run, stage: str, phase: str, seconds: float) -> None:
+        pass
+
+    def stage_done(self, run, st) -> None:
+        pass
+
+    def run_done(self, run) -> None:
+        pass
+
+
+class LiveProgress(Progress):
+    def __rich__(self):
+        t = Table.grid(padding=(0, 2))       # the counts line sits above it: in it, it would widen a column
+        with self.lock:
+            for rid, label, outcome in self.done[-4:]:
+                t.add_row(Text(rid, style="dim"), Text(label), Text(outcome, style="green" if outcome == "ok" else "red"),
+                          Text(""))
+            for rid, a in self.active.items():
+                el = time.time() - a["t0"]
+                b = self.budgets.get(a["stage"], 0)
+                t.add_row(Text(rid, style="cyan"), Text(a["label"]), Text(f"{a['stage']} · {a['phase']}"),
+                          Text(f"{el:5.1f} s / {b:.0f} s", style="red" if b and el > 0.8 * b else ""))
+        head = [Text(self.counts(), style="bold")] + ([Text(self.early)] if self.early else [])
+        return Group(*head, t)
+
+
+class PlainProgress(Progress):
+    """Plain lines on a stream, one write per line, so lines from several threads never interleave."""
+
+    def __init__(self, budgets: dict[str, float], planned, stream, verbose: bool = False):
+        super().__init__(budgets, planned)
+        self.stream, self.verbose = stream, verbose
+
+    def _line(self, text: str) -> None:
+        with self.lock:
+            self.stream.write(text.replace("\n", " ") + "\n")
+            self.stream.flush()
+
+    def verdict_line(self, text: str) -> None:
+        self._line(text)
+
+    def phase_done(self, run, stage, phase, seconds) -> None:
+        if self.verbose:
+            self._line(f"{run.id} {stage} · {phase}: {seconds:.2f} s")
+
+    def stage_done(self, run, st) -> None:
+        if str(st.status) == "skipped":
+            return
+        budget = f" of {st.budget_s:g} s" if st.budget_s else ""
+        msg = f": {st.message[:160]}" if st.message and str(st.status) != "ok" else ""
+        c = st.compile_step
+        step = f" (after its compile step: {c.status} in {c.wall_s:.1f} s)" if c is not None else ""
+        self._line(f"{run.id} {_label(run)} · {st.name} {st.status} in {st.wall_s:.1f} s{budget}{msg}{step}")
+
+    def run_done(self, run) -> None:
+        self._line(f"{run.id} done: {run.outcome} ({self.counts()})")

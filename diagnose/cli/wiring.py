@@ -1,0 +1,123 @@
+"""What the CLI's commands share: stopping on SIGINT or SIGTERM with the right exit code, progress fitted to
+where it runs, and the engine wired to its runner (the processes, or a scripted replay) and to the files the
+CLI writes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from rich.console import Console
+
+from diagnose.errors import BadInput
+
+
+
+# Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
+PIPED_WIDTH = 160
+err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)
+out = Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else PIPED_WIDTH)
+
+
+def _plain() -> bool:
+    """Piped, or under CI: plain lines, no live display."""
+    return bool(os.environ.get("CI")) or not err.is_terminal
+
+
+class Signals:
+    """SIGINT / SIGTERM stop the runs (children are killed by the runner) and remember the exit code."""
+
+    def __init__(self):
+        self.stop, self.code = threading.Event(), None
+
+    def __enter__(self):
+        self.prev = {s: signal.signal(s, self._handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        return self
+
+    def _handle(self, signum, frame):
+        self.code = 128 + signum
+        self.stop.set()
+
+    def __exit__(self, *exc):
+        for s, h in self.prev.items():
+            signal.signal(s, h)
+
+
+def progress_for(prep, verbosity: int):
+    from diagnose.cli.progress import LiveProgress, PlainProgress, Progress
+    budgets, planned = prep.settings.budgets, lambda: len(prep.session.runs)
+    if verbosity < 0:
+        return Progress(budgets, planned), contextlib.nullcontext()
+    if _plain() or verbosity > 0:
+        return PlainProgress(budgets, planned, sys.stderr, verbose=verbosity > 0), contextlib.nullcontext()
+    from rich.live import Live
+    p = LiveProgress(budgets, planned)
+    return p, Live(p, console=err, refresh_per_second=4, transient=False)
+
+
+def _runner(spec: str | None, prep, progress, concurrent: bool):
+    """The processes the harness would start, or (hidden, for exact end-to-end tests) a scripted replay."""
+    if spec is None:
+        from diagnose.runs.runner.stages import StageRunner
+        return StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
+                           on_event=progress.on_event)
+    kind, _, path = spec.partition(":")
+    if kind != "scripted" or not path:
+        raise BadInput(f"--runner must be scripted:FILE, got {spec!r}")
+    from diagnose.runs.runner.scripted import from_file
+    try:
+        return from_file(Path(path))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise BadInput(f"--runner {path}: not a runner script: {type(e).__name__}: {e}") from None
+
+
+def engine_for(prep, opts, stop, outdir, progress, concurrent=False, runner_spec=None):
+    from diagnose.engine import Engine
+    save_lock = threading.Lock()
+
+    def save(s):
+        from diagnose.cli.prepare import environment
+        with save_lock:
+            environment(s)
+            if outdir is not None:
+                outdir.save(s)
+    runner = _runner(runner_spec, prep, progress, concurrent)
+    return Engine(prep.sub, prep.session, prep.settings.stages, opts, runner, on_save=save, stop=stop,
+                  on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
+
+
+def verbosity(quiet: bool, verbose: bool) -> int:
+    return -1 if quiet else (1 if verbose else 0)
+
+
+def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None, repeat: int = 1):
+    """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
+    progress, signals, the engine and its files, our own failures said once, the summary printed.
+    Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
+    from diagnose.engine import Options
+    from diagnose.cli.prepare import cannot_judge, problem_options
+    from diagnose.output.console import run_summary
+    session = prep.session
+    progress, shown = progress_for(prep, verbosity(quiet, verbose))
+    with Signals() as sig:
+        opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
+                       **problem_options(prep.settings))
+        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1,
+                               runner_spec=runner_spec)
+        if not cannot_judge(session, prep.settings):
+            with shown:
+                eng.diagnose()
+    if eng.errors:
+        session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
+                             f"{eng.errors[0].strip().splitlines()[-1]}")
+        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
+                  f"and were not used as evidence")
+    save(session)
+    for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet):
+        out.print(line)
+    return eng, sig.code

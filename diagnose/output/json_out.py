@@ -1,0 +1,13 @@
+"""session.json: the machine-readable contract (schema_version, verdict, runs, causes, fix, ...), with the
+claims the report states (derived: a reader of the session ignores them and derives them again)."""
+import json
+from dataclasses import asdict
+
+from diagnose.analysis import claims
+from diagnose.session import Session
+
+
+def render(session: Session) -> str:
+    data = json.loads(session.to_json())
+    data["claims"] = [asdict(c) for c in claims.derive(session)]
+    return json.dumps(data, indent=1) + "\n"

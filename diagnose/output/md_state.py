@@ -1,0 +1,94 @@
+"""report.md's parts about the container: each stage's compile step, the state kept between processes, and
+how a run was walled off. Split from markdown.py, which assembles them; text the submission controls goes
+into code spans."""
+from __future__ import annotations
+
+from diagnose.analysis import carried, summary
+from diagnose.output.text import code_span, fence
+from diagnose.session import Session, StageResult
+from diagnose.status import Status
+
+
+def _mb(n: int) -> str:
+    return f"{n / 2**20:.1f} MB" if n >= 2**20 else f"{n / 2**10:.1f} KB" if n >= 2**10 else f"{n} B"
+
+
+def compile_step(st: StageResult, s: Session) -> list[str]:
+    """What the harness's compile step before this stage did, and that it decided nothing."""
+    c = st.compile_step
+    if c is None:
+        return []
+    phases = ", ".join(f"{p.name} {p.seconds:.2f} s{' (open)' if p.open else ''}" for p in c.phases)
+    end = "ok" if c.status == Status.OK else f"{str(c.status).upper()}: {code_span(c.message)}"
+    code = summary.source_line(s, c.site["line"]) if c.site else ""
+    where = f" at line {c.site['line']}" + (f" {code_span(code)}" if code else "") if c.site else ""
+    out = [f"Compile step before it (`python3 submission.py`, in the same container, {c.budget_s:g} s of its own): "
+           f"{end}{where}, {c.charged_s:.2f} s ({phases or 'no phase'}). The harness ignores how this step ends; "
+           f"the stage ran after it.", ""]
+    if c.killed and c.stacks.strip():
+        out += ["<details><summary>Stacks of the compile step when it was stopped</summary>", "",
+                *fence(c.stacks.rstrip()[-4000:]), "", "</details>", ""]
+    return out
+
+
+def state(s: Session) -> list[str]:
+    base = s.baseline
+    if base is None or not base.stages:
+        return []
+    if "container" not in s.harness:
+        return ["## State kept between processes", "", "Not recorded: this session is from before each run had a "
+                "container of its own.", ""]
+    rows = carried.kept(base)
+    out_w = carried.outside(base)
+    spawned = [(label, a) for label, st in carried.steps(base) for a in st.state.get("spawned", [])]
+    if not rows and not out_w and not spawned:
+        return ["## State kept between processes", "", "The baseline's processes left nothing in its container.", ""]
+    out = ["## State kept between processes", "",
+           "What each step of the baseline run left in its container, and which later step read it (the harness "
+           "gives every submission an empty container, shared by that submission's steps):", ""]
+    if rows:
+        out += ["| files | count | size | written by | read later by |", "|---|---|---|---|---|"]
+        for r in rows[:15]:
+            out.append(f"| {code_span(r['group'])} | {r['files']} | {_mb(r['bytes'])} | {', '.join(r['written_by'])} "
+                       f"| {', '.join(r['read_by']) or '—'} |")
+        if len(rows) > 15:
+            out.append(f"| ({len(rows) - 15} more groups) | | | | |")
+        out.append("")
+    if out_w:
+        out += ["Writes outside the container (they would stay on the machine that ran it):", ""]
+        out += [f"- {w['step']}: {w['op']} {code_span(w['path'])}" for w in out_w[:10]] + [""]
+    if spawned:
+        out += ["Processes the submission's code started:", ""]
+        out += [f"- {label}: {code_span(a)}" for label, a in spawned[:10]] + [""]
+    return out
+
+
+def container_rows(s: Session) -> list[tuple[str, str]]:
+    h = s.harness
+    if "container" not in h:
+        return [("compile caches", "cold at the start of every run (fresh empty directories); HOME, TMPDIR and "
+                                   "other state on disk were this machine's (a session from before each run had a "
+                                   "container of its own)")]
+    box = h["container"]
+    walls = box.get("walls")
+    private = (walls or {}).get("private") or []
+    how = ("how /tmp and /dev/shm were walled off is not recorded (no run reported it)" if walls is None else
+           f"{', '.join(private)} private to it ({walls.get('namespace')} namespace)" if private else
+           "its environment only: absolute paths such as /tmp are shared with this machine")
+    why = f" ({walls['why']})" if walls and walls.get("why") else ""
+    dropped = box.get("dropped_env") or []
+    rows = [("container", "a fresh one per run, shared by that run's steps and by no other run: its own HOME, XDG "
+                          "directories, TMPDIR, torch/Inductor/Triton/CUDA caches and extension builds, and working "
+                          f"directory; {how}{why}")]
+    if dropped:
+        rows.append(("environment", f"this machine's, less {len(dropped)} variable(s) a harness container does not "
+                                    f"have: {', '.join(dropped[:12])}{' …' if len(dropped) > 12 else ''}"))
+    if "compile_step" in h:
+        rows.append(("compile step", f"`python3 submission.py` before each stage, {h['budgets'].get('compile', 120):g} s, "
+                                     "its ending recorded and ignored" if h["compile_step"] else
+                     "not run (--stages without compile): the stages ran on a container no compile step prepared"))
+    if "ranking_by" in h:
+        rows.append(("ranking_by", f"{h['ranking_by']}: " + ("benchmark and leaderboard time the last benchmark case "
+                                                              "only" if h["ranking_by"] == "last" else
+                                                              "benchmark and leaderboard time every benchmark case")))
+    return rows

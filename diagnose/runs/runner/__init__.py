@@ -1,0 +1,36 @@
+"""Isolated runs: the only package that spawns processes. Parent side; never imports torch.
+
+The engine talks to a runner through one small interface, so that a scripted runner can stand in for
+the real one (runner/stages.py) in tests, the way hyperfine's mock executor does.
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Protocol
+
+from diagnose.session import Run
+
+# The directory that holds the diagnose package: on the child's PYTHONPATH, and shortened in its stacks.
+TOOL_ROOT = str(Path(__file__).resolve().parents[3])   # the folder that holds diagnose/
+
+
+@dataclass
+class Job:
+    """Some stages of one run: `run` is filled in place, a stage at a time."""
+    run: Run
+    source: str
+    stages: list[str]
+    watch: list[int] = field(default_factory=list)   # edited lines whose execution to record
+    warm_from: str | None = None                      # start from this run's whole container (the cache probe)
+    solo: bool = False                                # no other run may be alive meanwhile
+
+
+class Runner(Protocol):
+    def execute(self, job: Job, on_stage: Callable[[Run], None], stop: threading.Event) -> None:
+        """Run job.stages in order, appending each StageResult to job.run.stages and calling on_stage;
+        stop after a stage that ends the run (and append the rest as skipped), or when `stop` is set."""
+
+    def close(self) -> str | None:
+        """Release every resource; return where kept files are, if any."""

@@ -1,0 +1,288 @@
+"""Run one child in isolation and always get a record back, however the child ends.
+
+The child starts in a new session (its own process group) with stdin closed and stdout/stderr on pipes
+whose tails we keep (capped: a submission may print gigabytes). Its events come back on a pipe it
+inherited by descriptor (no path names it), read without ever blocking; every event is checked for
+shape, and one that is malformed is recorded as an anomaly, never trusted. Timing-section requests on
+that pipe go to the arbiter, which may also pause this child while another run times; the deadline moves
+by exactly the time the parent kept the child waiting or paused.
+
+While it runs we poll its whole process tree with psutil: peak RSS, CPU time, the time its processes
+waited for a CPU (run_delay in /proc/PID/schedstat), and every descendant we have ever seen, so that a
+grandchild that called setsid() and left the group is still found and killed. Descendants carry a
+marker in their environment and this process is a child subreaper, so orphans re-parent to us; a
+descendant that cleared its environment is still ours by session id.
+
+On the deadline: SIGUSR1 asks the child's faulthandler for every thread's stack, a short grace lets it
+write, then SIGKILL goes to the group and to every tracked process, and we verify nothing survived.
+"""
+from __future__ import annotations
+
+import glob
+import os
+import select
+import signal
+import stat
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import psutil
+
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
+from diagnose.runs.runner.arbiter import GpuArbiter
+from diagnose.runs.runner.events import EventParser
+from diagnose.runs.runner.process_tree import ProcessTree, ensure_keeper, host_cpu_s
+from diagnose.runs.runner.stacks import ask_for_stacks, signame, tail_of
+from diagnose.runs.subreaper import become_subreaper
+
+TAIL_BYTES = 32 * 1024
+POLL_S = 0.1
+REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its report descriptor
+
+
+become_subreaper()
+
+
+
+@dataclass
+class ChildResult:
+    exit_code: int | None = None
+    signal: str | None = None
+    start_t: float = 0.0
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    user_s: float = 0.0
+    peak_rss_mb: float = 0.0
+    killed: str | None = None          # deadline | max_rss | interrupted
+    kill_t: float | None = None
+    stdout_tail: str = ""
+    stderr_tail: str = ""
+    stdout_bytes: int = 0
+    stderr_bytes: int = 0
+    stacks: str = ""
+    events: list[dict] = field(default_factory=list)
+    anomalies: list[str] = field(default_factory=list)
+    survivors: list[int] = field(default_factory=list)
+    max_procs: int = 0
+    pid: int = 0
+    lock_waits: list[dict] = field(default_factory=list)   # {start_s, seconds, mode: wait | pause}
+    held_up: list[tuple[float, float]] = field(default_factory=list)   # absolute (start, end) of those
+    run_delay_s: float = 0.0
+    load_per_cpu: float = 0.0
+    others_cpu_s: float = 0.0          # CPU time the whole host spent outside this run meanwhile
+    overlapped: list[str] = field(default_factory=list)
+    report: str = ""                   # a problem's evaluator's own report (POPCORN_FD), when it ran one
+    kernel_waits: str = ""             # when no Python stack came: each thread's kernel wait channel
+
+
+class _Tail(threading.Thread):
+    """Drain a pipe, keeping only its last `cap` bytes: the child never blocks on a full pipe."""
+
+    def __init__(self, pipe, cap: int = TAIL_BYTES):
+        super().__init__(daemon=True)
+        self.pipe, self.buf, self.total, self.cap = pipe, bytearray(), 0, cap
+        self.start()
+
+    def run(self):
+        while chunk := self.pipe.read1(65536) if hasattr(self.pipe, "read1") else self.pipe.read(65536):
+            self.total += len(chunk)
+            self.buf += chunk
+            if len(self.buf) > 2 * self.cap:
+                del self.buf[:-self.cap]
+        self.pipe.close()
+
+    def text(self) -> str:
+        return bytes(self.buf[-self.cap:]).decode("utf-8", "replace")
+
+
+@dataclass
+class Limits:
+    budget_s: float
+    max_rss_mb: float | None = None
+
+
+def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
+              arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
+              on_event=None, others=None, report: bool = False) -> ChildResult:
+    """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
+    arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
+    a descriptor for a problem evaluator's own report, read back into ChildResult.report."""
+    ensure_keeper()
+    marker = uuid.uuid4().hex
+    owner = owner or marker
+    ev_r, ev_w = os.pipe()
+    rep_r, rep_w = os.pipe()
+    dump_r, dump_w = os.pipe()       # "dump your stacks now", read by the child's watchdog thread
+    os.set_blocking(dump_w, False)
+    pop_r, pop_w = os.pipe() if report else (None, None)
+    stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    # Read the stacks back through our own descriptor of the same file: the submission can unlink or
+    # replace the path (with a FIFO, say), never the file we hold.
+    stacks_rd = os.open(stacks_path, os.O_RDONLY)
+    os.set_blocking(ev_r, False)
+    child_fds = [ev_w, rep_r, stacks_fd] + ([pop_w] if report else [])
+    env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(dump_r)}
+    child_fds.append(dump_r)
+    res = ChildResult(start_t=time.time())
+    try:
+        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
+    finally:
+        for fd in child_fds:
+            os.close(fd)
+    popcorn = _Tail(os.fdopen(pop_r, "rb"), cap=REPORT_CAP) if report else None
+    res.pid = proc.pid
+    out, err = _Tail(proc.stdout), _Tail(proc.stderr)
+    parser = EventParser(worker_pid=proc.pid)
+    tree = ProcessTree(psutil.Process(proc.pid), marker)
+    overlapped: set[str] = set()
+    if arbiter:
+        arbiter.register(owner, lambda on: tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
+    loads: list[float] = []
+    cpus = os.cpu_count() or 1
+    host0 = host_cpu_s()
+
+    def grant(lock_id: int):
+        try:
+            os.write(rep_w, f"{lock_id}\n".encode())
+        except OSError:
+            pass
+
+    def handle(ev: dict) -> None:
+        if ev["k"] == "lock":
+            if arbiter is None:
+                parser.anomaly("a timing-section request, though this run was offered no arbitration")
+                return
+            if ev["op"] == "acquire":
+                arbiter.acquire(owner, lambda i=ev["id"]: grant(i))
+            else:
+                arbiter.release(owner)
+            return
+        if on_event:
+            on_event(ev)
+
+    def drain(block_s: float) -> None:
+        try:
+            ready, _, _ = select.select([ev_r], [], [], block_s)
+        except (OSError, ValueError):
+            return
+        if not ready:
+            return
+        while True:
+            try:
+                chunk = os.read(ev_r, 1 << 16)
+            except BlockingIOError:
+                return
+            except OSError:
+                return
+            if not chunk:
+                return
+            for ev in parser.feed(chunk):
+                handle(ev)
+
+    try:
+        last_poll = 0.0
+        while proc.poll() is None:
+            drain(POLL_S / 2)
+            now = time.time()
+            if now - last_poll < POLL_S:
+                continue
+            last_poll = now
+            tree.scan()
+            res.max_procs = max(res.max_procs, len(tree.procs))
+            res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
+            loads.append(os.getloadavg()[0] / cpus)
+            if others is not None:
+                overlapped |= set(others())
+            held_up = arbiter.held_up(owner, now) if arbiter else 0.0
+            reason = None
+            if now - res.start_t - held_up > limits.budget_s:
+                reason = "deadline"
+            elif limits.max_rss_mb and res.peak_rss_mb > limits.max_rss_mb:
+                reason = "max_rss"
+            elif stop is not None and stop.is_set():
+                reason = "interrupted"
+            if reason:
+                res.killed, res.kill_t = reason, now
+                dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"
+                                 and e["pid"] == proc.pid), None)
+                spawned = 0
+                for e in parser.events:    # processes the evaluator spawned dump into files of their own
+                    if e["k"] == "worker_start" and e.get("child") and e["pid"] != proc.pid:
+                        try:
+                            os.kill(e["pid"], signal.SIGUSR1)
+                            spawned += 1
+                        except OSError:
+                            pass
+                res.kernel_waits = ask_for_stacks(proc, stacks_rd, dump_w,
+                                                   dump_tid if isinstance(dump_tid, int) else None)
+                if spawned:
+                    time.sleep(0.5)     # their files, too, need a moment
+                break
+        tree.measure()
+        if arbiter:      # before the kill: a section this child held ends, and its pauses close, now
+            arbiter.forget(owner)
+        res.survivors = tree.kill_all(proc.pid)
+        rc = proc.wait()
+    finally:
+        if arbiter:
+            arbiter.forget(owner)
+        os.close(rep_w)
+    res.wall_s = (res.kill_t or time.time()) - res.start_t
+    drain(0)
+    os.close(ev_r)
+    out.join(2.0)
+    err.join(2.0)
+    if popcorn:
+        popcorn.join(2.0)
+        res.report = popcorn.text()
+    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
+    res.cpu_s = sum(u + s for u, s in tree.cpu.values())
+    res.user_s = sum(u for u, _ in tree.cpu.values())
+    res.run_delay_s = round(sum(tree.delay.values()), 3)
+    res.load_per_cpu = round(sum(loads) / len(loads), 3) if loads else round(os.getloadavg()[0] / cpus, 3)
+    host1 = host_cpu_s()
+    if host0 is not None and host1 is not None:
+        # what the rest of the host (other runs, other programs) kept the CPUs busy with meanwhile: a
+        # measure that CPU hogs cannot escape, unlike the load average, which lags by a minute
+        res.others_cpu_s = round(max(0.0, host1 - host0 - res.cpu_s), 3)
+    res.overlapped = sorted(overlapped)
+    res.stdout_tail, res.stderr_tail = out.text(), err.text()
+    res.stdout_bytes, res.stderr_bytes = out.total, err.total
+    res.events, res.anomalies = parser.events, parser.anomalies
+    if arbiter:
+        # Only within the run's measured wall time: after a deadline the process lives on while its stacks
+        # are dumped, and a pause then must not be taken off the time it was charged.
+        end = res.start_t + res.wall_s
+        ivs = [(max(a, res.start_t), min(b, end), k) for a, b, k in arbiter.intervals(owner)
+               if min(b, end) - max(a, res.start_t) > 0.005]
+        res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
+                          for a, b, k in ivs]
+        res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
+    res.stacks = tail_of(stacks_rd, 64 * 1024)
+    os.close(stacks_rd)
+    os.close(dump_w)
+    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
+        try:   # non-blocking, and only a regular file: these paths are in the submission's reach
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            text = tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
+        if text.strip():
+            res.stacks += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
+    if not res.stacks.strip() and res.kernel_waits:
+        res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
+    return res
+
+
+def python_argv(spec_path: str) -> list[str]:
+    return [sys.executable, "-m", "diagnose.runs.worker", spec_path]
+
+

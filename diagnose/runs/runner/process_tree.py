@@ -1,0 +1,198 @@
+"""A run's process tree: every descendant found (a detached fork by its marker, an orphan by becoming its
+subreaper), measured (CPU time, run-queue waits, the host's CPU meanwhile), signalled and killed. Takes the
+worker's process; gives what it and its descendants did.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import psutil
+
+from diagnose.runs.protocol import MARKER_ENV as MARKER
+
+
+# A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the
+# worker that would may already be gone; so a keeper outside every run's process group and session
+# continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and
+# the keeper removes our temporary directories (TMP_PREFIX + our pid), then leaves.
+TMP_PREFIX = "diagnose-"
+KEEPER_TAG = "diagnose-keeper"     # in its command line: it lives as long as the process that started it
+
+
+_KEEPER_SRC = """
+import glob, os, shutil, signal, sys, tempfile, time
+p = int(sys.argv[1])
+while os.getppid() == p:
+    try:
+        with open(f"/proc/{p}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] in ("T", "t"):
+                os.kill(p, signal.SIGCONT)
+    except (OSError, IndexError):
+        break
+    time.sleep(0.1)
+for _ in range(3):
+    left = glob.glob(os.path.join(tempfile.gettempdir(), sys.argv[2] + str(p) + "-*"))
+    if not left:
+        break
+    for d in left:
+        shutil.rmtree(d, ignore_errors=True)
+    time.sleep(0.2)
+"""
+
+
+_keeper: subprocess.Popen | None = None
+_keeper_lock = threading.Lock()
+
+
+def ensure_keeper() -> None:
+    global _keeper
+    with _keeper_lock:
+        if _keeper is not None and _keeper.poll() is None:
+            return
+        try:
+            _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX,
+                                        KEEPER_TAG],
+                                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                       stderr=subprocess.DEVNULL, start_new_session=True)
+        except OSError:
+            _keeper = None
+
+
+def host_cpu_s() -> float | None:
+    """CPU seconds every CPU of the host has been busy since boot (/proc/stat), idle and iowait excluded."""
+    try:
+        with open("/proc/stat") as fh:
+            f = [int(x) for x in fh.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    busy = sum(f) - f[3] - (f[4] if len(f) > 4 else 0)
+    return busy / os.sysconf("SC_CLK_TCK")
+
+
+def _run_delay_s(pid: int) -> float | None:
+    """Seconds this process's main thread was runnable but waiting for a CPU (Linux schedstat)."""
+    try:
+        with open(f"/proc/{pid}/schedstat") as fh:
+            return int(fh.read().split()[1]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class ProcessTree:
+    """Every process of this run we have seen, keyed by (pid, create_time) so a reused pid is not ours."""
+
+    def __init__(self, root: psutil.Process, marker: str):
+        self.root, self.marker = root, marker
+        self.sid = os.getsid(root.pid)
+        self.procs: dict[tuple[int, float], psutil.Process] = {}
+        self.cpu: dict[tuple[int, float], tuple[float, float]] = {}
+        self.delay: dict[tuple[int, float], float] = {}
+
+    def _add(self, p: psutil.Process):
+        try:
+            self.procs.setdefault((p.pid, p.create_time()), p)
+        except psutil.Error:
+            pass
+
+    def scan(self) -> None:
+        self._add(self.root)
+        for p in list(self.procs.values()):
+            try:
+                for c in p.children(recursive=True):
+                    self._add(c)
+            except psutil.Error:
+                pass
+        try:
+            ours = psutil.Process().children(recursive=True)
+        except psutil.Error:
+            ours = []
+        for c in ours:  # orphans re-parented to us (subreaper): ours by marker, or by session
+            try:  # one zombie or vanished process must not hide the others
+                key = (c.pid, c.create_time())
+                if key in self.procs:
+                    continue
+                if os.getsid(c.pid) == self.sid or c.environ().get(MARKER) == self.marker:
+                    self.procs[key] = c
+            except (psutil.Error, OSError):
+                continue
+
+    def measure(self) -> float:
+        rss = 0.0
+        for key, p in list(self.procs.items()):
+            try:
+                with p.oneshot():
+                    rss += p.memory_info().rss
+                    t = p.cpu_times()
+                    self.cpu[key] = (t.user + t.children_user, t.system + t.children_system)
+            except psutil.Error:
+                continue
+            d = _run_delay_s(key[0])
+            if d is not None:
+                self.delay[key] = d
+        return rss / 2**20
+
+    def alive(self) -> list[psutil.Process]:
+        out = []
+        for p in self.procs.values():
+            try:
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    out.append(p)
+            except psutil.Error:
+                pass
+        return out
+
+    def _reap(self) -> None:
+        """Orphans re-parented to us are our children now: collect their exit status, or they linger
+        as zombies for as long as this process lives."""
+        for p in self.procs.values():
+            try:
+                if p.ppid() == os.getpid():
+                    os.waitpid(p.pid, os.WNOHANG)
+            except (psutil.Error, ChildProcessError, OSError):
+                pass
+
+    def signal(self, pgid: int, sig: int) -> None:
+        """Stop or continue the whole run: its process group, and any tracked process that left it."""
+        try:
+            os.killpg(pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for p in list(self.procs.values()):
+            try:
+                if os.getpgid(p.pid) != pgid:
+                    p.send_signal(sig)
+            except (psutil.Error, OSError):
+                pass
+
+    def kill_all(self, pgid: int) -> list[int]:
+        """SIGKILL the group and every tracked process until none is left; return any survivors."""
+        deadline = time.time() + 5.0
+        # Freeze first, then look: a process that dies before we have seen its descendants hands them
+        # to us as orphans without a marker, and a frozen tree cannot fork any more of them.
+        self.scan()
+        self.signal(pgid, signal.SIGSTOP)
+        self.scan()
+        while True:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            self.scan()
+            alive = self.alive()
+            for p in alive:
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            if not alive:
+                self._reap()
+                return []
+            if time.time() > deadline:
+                return [p.pid for p in alive]
+            time.sleep(0.05)

@@ -1,0 +1,86 @@
+"""A scripted runner: replays stage results instead of starting processes, as hyperfine's debug mode does.
+
+Takes a script: `script(run) -> list[StageResult]`, the full list of stages that run would produce (the
+runner hands out the ones each job asks for, in order). Gives exact, fast runs of the engine, its
+scheduling and its evidence rules: the engine's tests use it, and so does the hidden CLI option
+`--runner scripted:FILE` (FILE: JSON, see `from_file`), for end-to-end CLI tests with no process.
+Jobs are recorded, with whether each ran solo and which other runs were executing at the same time.
+"""
+from __future__ import annotations
+
+import copy
+import json
+import threading
+import time
+from pathlib import Path
+
+from diagnose.runs.runner.stages import outcome_of
+from diagnose.session import StageResult
+from diagnose.status import ENDS_RUN, Status
+
+
+class ScriptedRunner:
+    def __init__(self, script, delay_s: float = 0.0, with_source: bool = False):
+        self.script, self.delay_s, self.with_source = script, delay_s, with_source   # script(run[, source])
+        self.jobs: list[dict] = []
+        self._lock = threading.Lock()
+        self._active: set[str] = set()
+        self.closed = False
+
+    def execute(self, job, on_stage, stop: threading.Event) -> None:
+        run = job.run
+        with self._lock:
+            beside = sorted(self._active)
+            self._active.add(run.id)
+            self.jobs.append({"run": run.id, "role": str(run.role), "toggle": run.toggle, "stages": list(job.stages),
+                              "solo": job.solo, "beside": beside, "watch": list(job.watch),
+                              "warm_from": job.warm_from})
+        try:
+            planned = {s.name: s for s in (self.script(run, job.source) if self.with_source else self.script(run))}
+            for name in job.stages:
+                if stop.is_set():
+                    break
+                time.sleep(self.delay_s)
+                st = copy.deepcopy(planned[name]) if name in planned else StageResult(name=name, status=Status.OK)
+                if not st.reached and not getattr(st, "scripted_unreached", False):
+                    st.reached = list(job.watch)
+                run.stages.append(st)
+                run.outcome = outcome_of(run.stages)
+                if st.status in ENDS_RUN:
+                    order = list(planned)
+                    run.stages += [StageResult(name=n, status=Status.SKIPPED) for n in order[order.index(name) + 1:]]
+                on_stage(run)
+                if st.status in ENDS_RUN:
+                    break
+        finally:
+            with self._lock:
+                self._active.discard(run.id)
+
+    def close(self):
+        self.closed = True
+        return None
+
+
+def _matches(rule: dict, run, source: str) -> bool:
+    """A rule's `match` names what a run must have: probe (null: the submission as it is), toggle, role,
+    removed (the suspects a combination takes out, in any order), source_has and source_lacks (texts its
+    source must hold, or must not: what `bisect` tests are scripted by)."""
+    m = rule.get("match", {})
+    return (("probe" not in m or m["probe"] == run.probe) and ("toggle" not in m or m["toggle"] == run.toggle)
+            and ("role" not in m or m["role"] == str(run.role))
+            and ("removed" not in m or sorted(m["removed"]) == sorted(run.removed))
+            and all(t in source for t in m.get("source_has", []))
+            and not any(t in source for t in m.get("source_lacks", [])))
+
+
+def from_file(path: Path) -> ScriptedRunner:
+    """{"delay_s": 0.1, "runs": [{"match": {...}, "stages": [StageResult as in a session, ...]}, ...],
+    "default": [stages for every run no rule matches]}. The first matching rule wins."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    rules = data.get("runs", [])
+    default = [StageResult.from_dict(s) for s in data.get("default", [])]
+
+    def script(run, source=""):
+        rule = next((r for r in rules if _matches(r, run, source)), None)
+        return [StageResult.from_dict(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
+    return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)), with_source=True)

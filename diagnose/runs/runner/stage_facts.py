@@ -1,0 +1,151 @@
+"""The parts of a stage record that come from one kind of event each: timing samples and their predictions,
+line samples, state kept on disk, library work (autotuning, builds), a problem evaluator's report. Takes a
+stage's events; fills its StageResult.
+"""
+
+from __future__ import annotations
+
+import os
+
+from diagnose.runs import harness
+from diagnose.session import StageResult
+from diagnose.status import Status
+
+
+def timing_of(events: list[dict]) -> dict:
+    out = {}
+    for ev in events:
+        if ev["k"] == "timing":
+            entry = {k: ev[k] for k in ("per_call_s", "repeat_wall_s", "depth", "stop_reason")}
+            if len(ev["per_call_s"]) >= 2:
+                p = harness.predict_case(ev["per_call_s"], ev["repeat_wall_s"])
+                entry["predicted"] = {"repeats": p.repeats, "seconds": round(p.seconds, 3), "reason": p.reason,
+                                      "cv": round(p.cv, 5), "low_s": round(p.low_s, 3), "high_s": round(p.high_s, 3)}
+            out[ev["case"]] = entry
+    return out
+
+
+def fill_samples(st: StageResult, ev: list[dict]) -> None:
+    """Sum the sampler's and the loop counter's streamed deltas per phase; keep the compile calls."""
+    for e in ev:
+        if e["k"] == "samples":
+            st.sample_interval_s = e["interval_s"]
+            st.sample_cost_s = max(st.sample_cost_s, float(e.get("cost_s") or 0))
+            for phase, kinds in e["phases"].items():
+                if not isinstance(kinds, dict):
+                    continue
+                tgt = st.samples.setdefault(str(phase), {})
+                for kind, counts in kinds.items():
+                    if isinstance(counts, dict):
+                        c = tgt.setdefault(str(kind), {})
+                        for line, n in counts.items():
+                            # a line number; for mechanisms, "line|mechanism"
+                            if str(line).split("|", 1)[0].isdigit() and isinstance(n, int):
+                                c[str(line)[:80]] = c.get(str(line)[:80], 0) + n
+        elif e["k"] == "loops":
+            c = st.loops.setdefault(str(e.get("phase")), {})
+            for line, n in e["counts"].items():
+                if str(line).isdigit() and isinstance(n, int):
+                    c[str(line)] = c.get(str(line), 0) + n
+        elif e["k"] == "compile_call" and len(st.compile_calls) < 200:
+            st.compile_calls.append({k: v for k, v in e.items() if k not in ("k", "pid")})
+
+
+def state_of(ev: list[dict]) -> dict:
+    """What the child said about state that outlives it (worker/state.py), and how its container was
+    walled off (worker/container.py). The paths it kept reachable name this machine's layout: only their
+    count is kept."""
+    rec: dict = {"reads": [], "writes": [], "outside": [], "spawned": [], "cut": False}
+    for e in ev:
+        if e["k"] == "container" and "container" not in rec:
+            rec["container"] = {"namespace": e.get("namespace"), "private": e.get("private"),
+                                "kept": len(e.get("kept") or []), "why": e.get("why")}
+        elif e["k"] != "state":
+            continue
+        elif e["op"] == "spawn":
+            rec["spawned"].append(str(e.get("argv", ""))[:300])
+        elif e["op"] == "cut":
+            rec["cut"] = True
+        elif isinstance(e.get("path"), str):
+            if e.get("inside") is False:
+                rec["outside"].append({"op": e["op"], "path": e["path"]})
+            elif e["op"] == "read":
+                rec["reads"].append(e["path"])
+            else:
+                rec["writes"].append({"op": e["op"], "path": e["path"]})
+    return rec
+
+
+def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
+    """Autotuning per (kernel, key), summed from its per-config events, and every extension build."""
+    mine = os.path.realpath(submission_file)
+    tunes: dict[tuple, dict] = {}
+    for e in ev:
+        if e["k"] not in ("autotune_config", "autotune_done"):
+            continue
+        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
+        r = tunes.setdefault((e["kernel"], str(e.get("key"))), {
+            "kernel": e["kernel"], "line": line, "key": str(e.get("key")), "tried": 0, "seconds": 0.0,
+            "best": None, "winner": None, "done": False})
+        if e["k"] == "autotune_config":
+            r["tried"] += 1
+            r["seconds"] = round(r["seconds"] + float(e.get("seconds") or 0), 4)
+            ms = e.get("ms")
+            if isinstance(ms, (int, float)) and (r["best"] is None or ms < r["best"]["ms"]):
+                r["best"] = {"config": e["config"], "ms": ms}
+        else:
+            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"))
+    st.autotune = list(tunes.values())
+    st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
+                                         "cuda_cflags", "with_cuda", "arch_list")}
+                 for e in ev if e["k"] == "extension_build"]
+    started = [e for e in ev if e["k"] == "extension_build_start"]
+    for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
+        st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
+                          "seconds": round(max(0.0, t_last - e["t"]), 3)})
+
+
+def needs_gpu_reason(ev: list[dict]) -> str | None:
+    return next((e["reason"] for e in ev if e["k"] == "needs_gpu"), None)
+
+
+def parse_report(text: str) -> dict[str, str]:
+    """A problem evaluator's report: one 'key: value' per line, in order."""
+    out: dict[str, str] = {}
+    for line in text.splitlines()[:5000]:
+        key, sep, value = line.partition(": ")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()[:2000]
+    return out
+
+
+def report_failure(rep: dict[str, str]) -> tuple[str | None, str]:
+    """(phase, message) of the first failing case the evaluator reported."""
+    for key, value in rep.items():
+        parts = key.split(".")
+        if len(parts) == 3 and parts[2] == "status" and value == "fail":
+            kind, idx = parts[0], parts[1]
+            spec = rep.get(f"{kind}.{idx}.spec", "")
+            case = {}
+            for item in spec.split(";"):
+                k, _, v = item.partition(":")
+                if k.strip():
+                    case[k.strip()] = int(v) if v.strip().lstrip("+-").isdigit() else v.strip()
+            from diagnose.tasks.loader import case_label
+            return f"check:{case_label(case) if case else kind + '.' + idx}", \
+                rep.get(f"{kind}.{idx}.error", "the evaluator reported a failure")
+    return None, "the evaluator reported check: fail"
+
+
+def predict_stage(st: StageResult) -> None:
+    """Predicted seconds for the whole stage: measured time outside the timing loops, plus each case's
+    predicted timing loop from its sample."""
+    if not st.timing:
+        st.predicted_s = st.charged_s if st.status in (Status.OK, Status.AT_RISK) else None
+        return
+    measured_loops = sum(p.seconds for p in st.phases if p.name.startswith("timing:"))
+    predicted = [t.get("predicted", {}) for t in st.timing.values()]
+    rest = st.charged_s - measured_loops
+    st.predicted_s = round(rest + sum(p.get("seconds", 0.0) for p in predicted), 3)
+    st.predicted_range = [round(rest + sum(p.get(k, p.get("seconds", 0.0)) for p in predicted), 3)
+                          for k in ("low_s", "high_s")]

@@ -1,0 +1,216 @@
+"""The real runner: one variant of a submission through the harness's stages, each step a fresh isolated child.
+
+The engine hands it Jobs through the Runner interface (runner/__init__.py); a test hands the engine a
+scripted runner instead. Every run has a container of its own (runner/container.py), empty when the run
+starts and shared by all its steps, as the harness's container is shared by the steps of one submission.
+A stage is what the harness's run_pytorch_script does: write the stage's files into the working
+directory, run `python3 submission.py` there (the compile step: its own limit, its ending recorded and
+ignored), then the stage itself, which alone decides; then remove the stage's files. A run may be
+executed in several jobs (the stages that decide the verdict first, the stages that verify a fix later):
+its container lives until the diagnosis ends, so later stages see what earlier ones left.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from diagnose.runs import harness
+from diagnose.runs.protocol import WorkerSpec
+from diagnose.runs.runner import TOOL_ROOT, Job
+from diagnose.runs.runner.arbiter import GpuArbiter
+from diagnose.runs.runner.container import Container, changed, group_of
+from diagnose.runs.runner.isolate import Limits, python_argv, run_child
+from diagnose.runs.runner.process_tree import TMP_PREFIX
+from diagnose.runs.runner.stage_facts import predict_stage
+from diagnose.runs.runner.timeline import build_stage
+from diagnose.session import Run, StageResult
+from diagnose.status import ENDS_RUN, Status
+from diagnose.tasks.loader import Task, stage_files
+
+REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
+
+
+@dataclass
+class RunSettings:
+    task: Task
+    stages: list[str]
+    budgets: dict[str, float]
+    depth: str = "predict"                 # predict | full
+    sample_repeats: int = 10
+    sample_seconds: float = 3.0
+    max_rss_mb: float | None = None
+    keep: bool = False
+    flush_bytes: int | None = None
+    sample: bool = True                    # the line sampler (off only to measure its own overhead)
+    compile_step: bool = True              # run the harness's compile step before each stage
+    private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
+    extra_env: dict = field(default_factory=dict)
+
+
+def child_env(box: Container, settings: RunSettings, gpu: str | None) -> dict:
+    env = box.env(dict(os.environ))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    env.update(settings.extra_env)
+    return env
+
+
+def outcome_of(stages: list[StageResult]) -> Status:
+    ended = next((s for s in stages if s.status in ENDS_RUN), None)
+    if ended:
+        return ended.status
+    return Status.AT_RISK if any(s.status == Status.AT_RISK for s in stages) else Status.OK
+
+
+def _ran_on_gpu(st: StageResult) -> bool:
+    return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
+
+
+class StageRunner:
+    """Runs jobs for real. `gpus` are the device ids to spread runs over ([None]: whatever is visible);
+    `concurrent` turns on GPU arbitration (needed only when runs overlap)."""
+
+    def __init__(self, settings: RunSettings, gpus: list[str | None] | None = None, concurrent: bool = False,
+                 on_event=None):
+        self.settings = settings
+        self.gpus = gpus or [None]
+        # a sampled timing section takes seconds; a full one up to the harness's 120 s per case
+        bound = harness.CASE_WALL_CAP_S + 15 if settings.depth == "full" else 15.0
+        self.arbiters = {g: GpuArbiter(f"gpu{g or 0}", bound) for g in self.gpus} if concurrent else {}
+        self.on_event = on_event
+        self._lock = threading.Lock()
+        self._boxes: dict[str, Container] = {}
+        self._snaps: dict[str, dict] = {}          # run id -> the container's files after its last step
+        self._gpu_of: dict[str, str | None] = {}
+        self._active: Counter[str] = Counter()     # run id -> stages executing now
+        self._tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))   # the keeper finds it by our pid
+
+    # -- bookkeeping -----------------------------------------------------------------------------
+    def container(self, run_id: str, warm_from: str | None = None) -> Container:
+        """The run's container, made on first use: empty, or a copy of another run's whole state."""
+        with self._lock:
+            if run_id in self._boxes:
+                return self._boxes[run_id]
+            box = self._boxes[run_id] = Container(self._tmp / run_id)
+            gpu_load = Counter(self._gpu_of.values())
+            self._gpu_of[run_id] = min(self.gpus, key=lambda g: gpu_load[g])
+            source = self._boxes.get(warm_from) if warm_from else None
+        if source is not None:
+            box.fill_from(source)
+        self._snaps[run_id] = box.snapshot()
+        return box
+
+    def active_others(self, run_id: str) -> list[str]:
+        with self._lock:
+            return [r for r, n in self._active.items() if n and r != run_id]
+
+    def close(self) -> str | None:
+        """Remove every run's directory, unless --keep: then say where they are."""
+        if self.settings.keep:
+            return str(self._tmp)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+        return None
+
+    # -- the Runner interface ----------------------------------------------------------------------
+    def execute(self, job: Job, on_stage, stop: threading.Event) -> None:
+        run, s = job.run, self.settings
+        box = self.container(run.id, job.warm_from)
+        gpu = self._gpu_of[run.id]
+        env = child_env(box, s, gpu)
+        arbiter = self.arbiters.get(gpu)
+        for stage in job.stages:
+            if stop.is_set():
+                break
+            st = self._stage(run, job, stage, box, env, arbiter, stop)
+            run.stages.append(st)
+            run.outcome = outcome_of(run.stages)
+            ended = st.status in ENDS_RUN
+            if ended:
+                later = s.stages[s.stages.index(stage) + 1:] if stage in s.stages else []
+                run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=s.budgets[n]) for n in later]
+            on_stage(run)
+            if ended:
+                break
+
+    def _stage(self, run: Run, job: Job, stage: str, box: Container, env: dict, arbiter, stop) -> StageResult:
+        """One harness stage: its files placed, the compile step, the stage, its files removed."""
+        s = self.settings
+        files = stage_files(s.task, job.source)
+        box.place(files)
+        self._snaps[run.id] = box.snapshot()     # the harness's own files are not state the submission kept
+        try:
+            step = None
+            if s.compile_step and stage in harness.JUDGED:
+                step = self._step(run, job, stage, "compile", box, env, arbiter, stop)
+                if step.status == Status.INTERRUPTED:
+                    return StageResult(name=stage, status=Status.INTERRUPTED, budget_s=s.budgets.get(stage, 0.0),
+                                       message="interrupted by the user in the compile step before it",
+                                       compile_step=step)
+            st = self._step(run, job, stage, stage, box, env, arbiter, stop)
+            st.compile_step = step
+        finally:
+            box.unplace(files)
+        budget = st.budget_s
+        if s.depth == "full":
+            st.predicted_s = st.charged_s if st.status == Status.OK else None
+        else:
+            predict_stage(st)
+        lo, hi = st.predicted_range or (st.predicted_s, st.predicted_s)
+        if st.status == Status.OK and st.predicted_s and hi and hi > budget and _ran_on_gpu(st):
+            said = (f"predicted {st.predicted_s:.0f} s (95 % range {lo:.0f}–{hi:.0f} s) against the {budget:g} s "
+                    f"budget, from a {s.sample_repeats}-repeat sample")
+            if lo > budget:
+                st.status, st.message = Status.AT_RISK, said
+            else:       # the sample cannot say on which side of the budget the stage falls: no status rests on it
+                st.message = f"inconclusive: {said}; run it with --full to measure the whole stage"
+        return st
+
+    def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
+              stop) -> StageResult:
+        """One child process in the run's container: the stage itself, or (what="compile") its compile step.
+        What the container gained meanwhile is what this step wrote."""
+        s = self.settings
+        budget = s.budgets.get(what, REFERENCE_BUDGET_S)
+        evaluated = bool(s.task.evaluator) and what in harness.JUDGED
+        tag = stage if what == stage else f"{stage}.{what}"
+        submission = str(box.work / "submission.py")
+        stacks = str(box.tool / f"{tag}.stacks.txt")
+        spec = WorkerSpec(submission=submission, stage=what, task=s.task.to_dict(), budget_s=budget,
+                          root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
+                          sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
+                          watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts)
+        spec_path = box.tool / f"{tag}.spec.json"
+        spec_path.write_text(spec.to_json())
+
+        def tagged(ev):
+            if self.on_event:
+                self.on_event(run, what, ev)
+        with self._lock:
+            self._active[run.id] += 1
+        try:
+            child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
+                              limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
+                              stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
+                              report=evaluated)
+        finally:
+            with self._lock:
+                self._active[run.id] -= 1
+        st = build_stage(what, child, budget, submission, evaluated)
+        after = box.snapshot()
+        written: dict[str, dict] = {}
+        for path, size in changed(self._snaps.get(run.id, {}), after).items():
+            g = written.setdefault(group_of(path), {"files": 0, "bytes": 0, "names": []})
+            g["files"] += 1
+            g["bytes"] += size
+            if len(g["names"]) < 12:
+                g["names"].append(os.path.basename(path))
+        self._snaps[run.id] = after
+        st.state["written"] = written
+        return st

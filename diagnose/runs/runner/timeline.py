@@ -1,0 +1,213 @@
+"""Rebuild a stage's record from what the child sent, even when it was killed halfway.
+
+Phases come from begin/end events (a begin with no end is the phase the child was in when it died);
+the status follows from the events, the exit code and why we stopped it.
+"""
+from __future__ import annotations
+
+import os
+
+from diagnose.runs.runner.arbiter import union_seconds
+from diagnose.runs.runner.isolate import ChildResult
+from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy
+from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report, report_failure,
+                                         state_of, timing_of)
+from diagnose.session import Contention, Phase, StageResult
+from diagnose.status import Status
+
+
+def _overlap(a: float, b: float, spans: list[tuple[float, float]]) -> float:
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in spans)
+
+
+def _phases(events: list[dict], t0: float, t_last: float, held_up: list = ()) -> list[Phase]:
+    out, stack = [], []
+    for ev in events:
+        if ev["k"] == "begin":
+            stack.append((ev["name"], ev["t"]))
+        elif ev["k"] == "end" and stack:
+            # pop up to the matching begin: anything above it was left open by an exception
+            while stack:
+                name, start = stack.pop()
+                closed = name == ev["name"]
+                out.append(Phase(name, round(start - t0, 4), round(ev["t"] - t0, 4),
+                                 ok=closed and ev.get("ok", True),
+                                 held_s=round(_overlap(start, ev["t"], held_up), 4)))
+                if closed:
+                    break
+    for name, start in reversed(stack):
+        out.append(Phase(name, round(start - t0, 4), round(t_last - t0, 4), open=True, ok=False,
+                         held_s=round(_overlap(start, t_last, held_up), 4)))
+    return sorted(out, key=lambda p: (p.start_s, -p.end_s))
+
+
+def _captures(events: list[dict], t0: float) -> list[dict]:
+    out, open_ = [], []
+    for ev in events:
+        if ev["k"] == "capture_begin":
+            open_.append(ev)
+        elif ev["k"] == "capture_end" and open_:
+            b = open_.pop()
+            out.append({"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0,
+                        "end_s": ev["t"] - t0})
+    out += [{"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0, "end_s": None}
+            for b in open_]
+    return out
+
+
+def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str,
+                evaluated: bool = False) -> StageResult:
+    """The stage's record, judged from what the parent observed.
+
+    The child's events are claims. A stage is ok only if the child reported the stage done, exited by
+    itself with status 0, and got through the interpreter's exit; a `stage_done` that arrives while a
+    phase is still open is impossible for the worker and is taken as the submission forging it."""
+    ev = child.events
+    for e in ev:
+        if e["k"] in ("exception", "worker_error"):
+            e["traceback"] = tidy(e.get("traceback", ""))
+            e["message"] = tidy(e.get("message", ""))
+            for f in e.get("frames") or []:
+                f["file"] = tidy(f" {f.get('file', '')}").lstrip()
+    t0 = child.start_t
+    t_last = child.kill_t or (t0 + child.wall_s)
+    waits = round(union_seconds(child.held_up), 4)
+    st = StageResult(name=name, status=Status.OK, wall_s=round(child.wall_s, 4), budget_s=budget_s,
+                     charged_s=round(max(0.0, child.wall_s - waits), 4),
+                     phases=_phases([e for e in ev if e["k"] in ("begin", "end")], t0, t_last, child.held_up),
+                     exit_code=child.exit_code, signal=child.signal,
+                     killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
+                     peak_rss_mb=round(child.peak_rss_mb, 1), processes=child.max_procs,
+                     survivors=child.survivors, stdout_tail=child.stdout_tail, stderr_tail=tidy(child.stderr_tail),
+                     stdout_bytes=child.stdout_bytes, stderr_bytes=child.stderr_bytes, stacks=tidy(child.stacks),
+                     lock_waits=child.lock_waits, anomalies=list(child.anomalies),
+                     contention=Contention(overlapped=child.overlapped, run_delay_s=child.run_delay_s,
+                                           paused_s=round(sum(w["seconds"] for w in child.lock_waits
+                                                              if w["mode"] == "pause"), 3),
+                                           load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0,
+                                           others_cpu_s=child.others_cpu_s),
+                     # the per-path and per-config events, summed up below
+                     events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
+    st.state = state_of(ev)
+    fill_libraries(st, ev, submission_file, t_last)
+    detail = next((e for e in ev if e["k"] == "wrong_detail"), None)
+    if detail:
+        st.numerics = {k: detail.get(k) for k in ("case", "stats", "reference", "submission")}
+    ev = st.events
+    st.compile = [e for e in ev if e["k"] == "compile"]
+    st.captures = _captures(ev, t0)
+    st.timing = timing_of(ev)
+    overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits if w["mode"] == "overrun"]
+    for p in st.phases:    # a timing section that outlived its hold on the machine was not timed alone
+        case = p.name.split(":", 1)[1] if p.name.startswith("timing:") else None
+        if case in st.timing and _overlap(t0 + p.start_s, t0 + p.end_s, overruns) > 0:
+            st.timing[case]["alone"] = False
+    st.reached = sorted({e["line"] for e in ev if e["k"] == "reached"})
+    fill_samples(st, ev)
+    gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
+    st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
+    open_phases = [p for p in st.phases if p.open]
+    innermost_open = open_phases[-1].name if open_phases else None
+    exc = next((e for e in ev if e["k"] == "exception"), None)
+    wrong = next((e for e in ev if e["k"] == "check" and not e["ok"]), None)
+    done = next((e for e in ev if e["k"] == "stage_done"), None)
+    werr = next((e for e in ev if e["k"] == "worker_error"), None)
+    clean = any(e["k"] == "exit_clean" for e in ev)
+    tamper = [e for e in ev if e["k"] == "tamper"]
+    forged = done is not None and _open_at(ev, done) - {"interpreter_exit"}
+    needs = needs_gpu_reason(ev)
+    how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
+
+    if tamper or forged:
+        st.status, st.phase = Status.TAMPERED, innermost_open
+        placed = [e for e in tamper if isinstance(e.get("file"), str) and isinstance(e.get("line"), int)]
+        st.site = (frames_site([{"file": e["file"], "line": e["line"], "func": "", "code": str(e.get("code", ""))}
+                                for e in placed[:1]], submission_file) or stack_site(child.stacks, submission_file))
+        st.message = ("; ".join(e["what"] for e in tamper[:3]) if tamper else
+                      f"the submission wrote a 'stage done' to the tool's channel while "
+                      f"{', '.join(sorted(forged))} was still running")
+    elif child.killed == "deadline":
+        st.status, st.phase = Status.TIMEOUT, innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        if st.phase == "interpreter_exit":
+            st.message = (f"the stage finished, but the process did not exit within the {budget_s:g} s budget: "
+                          f"a non-daemon thread or an atexit handler never ended")
+        else:
+            st.message = f"exceeded the {budget_s:g} s budget {_where(st.phases, innermost_open)}"
+    elif child.killed == "interrupted":
+        st.status, st.phase = Status.INTERRUPTED, innermost_open
+        st.message = "interrupted by the user"
+    elif child.killed:
+        st.status, st.phase = Status.CRASH, innermost_open
+        st.site = stack_site(child.stacks, submission_file)
+        st.message = {"max_rss": f"killed: the process tree passed the --max-rss limit "
+                                 f"({child.peak_rss_mb:.0f} MB)"}.get(child.killed, child.killed)
+    elif needs and (exc or werr):
+        st.status, st.phase = Status.NEEDS_GPU, (exc or {}).get("phase") or innermost_open
+        st.message = needs
+    elif exc:
+        # in a problem's evaluator the failing phase may be in the pool worker: the last one that failed
+        failed = [p for p in st.phases if not p.ok and not p.open]
+        st.status, st.phase = Status.CRASH, exc.get("phase") or (failed[-1].name if failed else None)
+        st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
+        st.site = frames_site(exc.get("frames"), submission_file) or frames_site(
+            frames_from_text(exc.get("traceback", "")), submission_file)
+        msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
+        st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
+    elif werr:
+        st.status, st.phase = Status.CRASH, innermost_open
+        st.message = f"the worker failed before the stage: {werr['type']}: {werr['message']}"
+    elif done and (child.exit_code != 0 or not clean):
+        st.status, st.phase = Status.CRASH, "interpreter_exit"
+        st.site = stack_site(child.stacks, submission_file)
+        st.message = (f"the stage finished, but the process then ended with {how} instead of exiting "
+                      f"normally (at exit: a non-daemon thread, an atexit handler or os._exit)")
+    elif done and evaluated:
+        rep = parse_report(child.report)
+        st.evaluator = {"report": rep, "exit": next((e.get("code") for e in ev if e["k"] == "evaluator_exit"), None)}
+        if rep.get("check") == "pass":
+            st.status = Status.OK
+        elif rep.get("check") == "fail":
+            st.status = Status.WRONG
+            st.phase, st.message = report_failure(rep)
+        else:
+            st.status, st.phase = Status.CRASH, innermost_open
+            st.message = "the problem's evaluator ended without a verdict (no 'check:' line in its report)"
+    elif done and done["status"] == "wrong":
+        st.status, st.phase = Status.WRONG, f"check:{wrong['case']}" if wrong else None
+        st.message = (f"check failed on {wrong['case']} (output {wrong.get('index', 0)}): {wrong.get('message', '')}"
+                      if wrong else "check failed")
+    elif done:
+        st.status = Status.OK
+    else:
+        st.status, st.phase = Status.CRASH, innermost_open
+        # a submission that enabled faulthandler itself sends the fatal-signal dump to stderr, not to us
+        st.site = stack_site(child.stacks, submission_file) or stack_site(child.stderr_tail, submission_file)
+        st.message = f"the process ended ({how}) {_where(st.phases, innermost_open)} without finishing the stage"
+    if st.anomalies and st.status == Status.OK:
+        st.message = "the tool's event channel carried events the worker did not send (see anomalies)"
+    return st
+
+
+def _where(phases: list[Phase], innermost_open: str | None) -> str:
+    if innermost_open:
+        return f"in {innermost_open}"
+    closed = [p for p in phases if not p.open]
+    return f"after {max(closed, key=lambda p: p.end_s).name}" if closed else "in start-up"
+
+
+def _open_at(ev: list[dict], upto: dict) -> set[str]:
+    """Phases of the worker's own process still open when `upto` arrived."""
+    open_: list[str] = []
+    for e in ev:
+        if e is upto:
+            break
+        if e.get("pid") != upto.get("pid"):
+            continue
+        if e["k"] == "begin":
+            open_.append(e["name"])
+        elif e["k"] == "end" and e["name"] in open_:
+            del open_[len(open_) - 1 - open_[::-1].index(e["name"]):]
+    return set(open_)
+
+

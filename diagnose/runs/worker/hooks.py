@@ -1,0 +1,140 @@
+"""Phases around a problem's own evaluator: wrap the reference's generate_input and
+check_implementation, and the submission's custom_kernel, as those modules are imported, in whichever
+process imports them (the evaluator's, or the pool worker it spawns).
+
+The evaluator runs them; the wrappers only mark time. A shape's first custom_kernel call is its
+`first_call:<case>` phase; its first generate_input and check are `generate:` and `check:` phases; later
+calls pass straight through, so the evaluator's timing loops are left alone. The submission is compiled
+by the worker, so its edited lines and loops are watched as in the built-in harness.
+"""
+from __future__ import annotations
+
+import functools
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+
+from diagnose.tasks.loader import case_label
+
+
+class _State:
+    def __init__(self):
+        self.label: str | None = None
+        self.seen: set[tuple[str, str]] = set()
+
+    def once(self, kind: str) -> str | None:
+        """The phase name for the first `kind` call of the current case, else None."""
+        if self.label is None or (kind, self.label) in self.seen:
+            return None
+        self.seen.add((kind, self.label))
+        return f"{kind}:{self.label}"
+
+
+def _wrap_generate(fn, ins, state: _State):
+    @functools.wraps(fn)
+    def generate_input(*args, **kwargs):
+        state.label = case_label({k: v for k, v in kwargs.items() if k != "rank"})
+        name = state.once("generate")
+        if name is None or ins.ch.phases:
+            return fn(*args, **kwargs)
+        with ins.phase(name, sync=False):
+            return fn(*args, **kwargs)
+    return generate_input
+
+
+def _wrap_check(fn, ins, state: _State, num):
+    @functools.wraps(fn)
+    def check_implementation(*args, **kwargs):
+        name = state.once("check")
+        if name is None or ins.ch.phases:
+            res = fn(*args, **kwargs)
+        else:
+            with ins.phase(name, sync=False):
+                res = fn(*args, **kwargs)
+        if len(args) >= 2 and not _passed(res):
+            num.submission()
+            num.wrong(fn, args[0], args[1], state.label or "case")
+        return res
+    return check_implementation
+
+
+def _passed(res) -> bool:
+    from diagnose.runs.worker.stages import verdict_of
+    return verdict_of(res)[0]
+
+
+def _wrap_kernel(fn, ins, state: _State, guard, num):
+    @functools.wraps(fn)
+    def custom_kernel(*args, **kwargs):
+        name = state.once("first_call")
+        if name is None or ins.ch.phases:
+            return fn(*args, **kwargs)
+        with ins.phase(name, case=state.label):
+            out = fn(*args, **kwargs)
+        num.submission()
+        guard.verify(f"after {name}")    # once per shape, outside the evaluator's timed calls
+        return out
+    return custom_kernel
+
+
+class _Loader(importlib.abc.Loader):
+    def __init__(self, inner, name: str, hooks: "Hooks"):
+        self.inner, self.name, self.hooks = inner, name, hooks
+
+    def create_module(self, spec):
+        return self.inner.create_module(spec)
+
+    def exec_module(self, module):
+        h = self.hooks
+        if self.name == "submission":
+            with open(module.__file__, "rb") as fh:
+                raw = fh.read()
+            code = compile(raw, module.__file__, "exec", dont_inherit=True)
+            h.ins.instrument(code, raw.decode("utf-8", "replace"))
+            with h.ins.phase("submission_import") if not h.ins.ch.phases else _null():
+                exec(code, module.__dict__)
+            h.guard.verify("after the submission's import")
+            if callable(getattr(module, "custom_kernel", None)):
+                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard, h.num)
+            return
+        self.inner.exec_module(module)
+        if self.name == "reference":
+            h.num.reference(module)
+        if callable(getattr(module, "generate_input", None)):
+            h.judges["generate_input"] = module.generate_input
+            module.generate_input = _wrap_generate(module.generate_input, h.ins, h.state)
+        if callable(getattr(module, "check_implementation", None)):
+            h.judges["check_implementation"] = module.check_implementation
+            module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state, h.num)
+        h.guard.watch_module(self.name)
+
+
+class _null:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class Hooks(importlib.abc.MetaPathFinder):
+    NAMES = ("reference", "submission")
+
+    def __init__(self, ins, guard):
+        from diagnose.runs.worker.numerics import Watch
+        self.ins, self.state, self.guard = ins, _State(), guard
+        self.judges: dict = {}
+        self.num = Watch(ins.ch, ins.torch)
+
+    def install(self) -> None:
+        sys.meta_path.insert(0, self)
+
+    def find_spec(self, name, path, target=None):
+        if name not in self.NAMES:
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, [os.getcwd()] + sys.path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _Loader(spec.loader, name, self)
+        return spec

@@ -1,0 +1,205 @@
+"""Child entry point: arm the guards, import torch, load the task, run one stage, then end the way the
+harness's process for that stage ends.
+
+- The compile step is `python3 submission.py`: the process exits through the interpreter's normal
+  shutdown, non-daemon threads are joined and atexit handlers run. The tool's atexit handler is
+  registered first, so it runs last and marks a clean exit; a step whose work finished but whose
+  process never got there is a timeout in the phase `interpreter_exit`.
+- The other stages of the built-in model follow the evaluator it models (GPU MODE's
+  eval_better_bench.py): the submission runs in a spawned pool worker, which the pool terminates when
+  the stage is done, so the submission's threads and atexit handlers never hold that stage up. The
+  worker ends the same way, at once, after saying so.
+
+Exit codes: 0 the stage finished (ok or wrong: see the stage_done event), 1 the submission raised,
+3 the worker itself failed before the stage could start.
+"""
+from __future__ import annotations
+
+import atexit
+import faulthandler
+import os
+import signal
+import sys
+import time
+import traceback
+
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, WorkerSpec
+from diagnose.runs.subreaper import become_subreaper
+from diagnose.runs.worker import container
+from diagnose.runs.worker.channel import Channel
+from diagnose.runs.worker.gpu_lock import GpuLock
+from diagnose.runs.worker.guard import Guard
+from diagnose.runs.worker.watchdog import Watchdog
+
+# What torch says when a CUDA call meets a machine without CUDA.
+_NO_CUDA = ("not compiled with cuda", "no nvidia driver", "no cuda gpus", "cuda driver initialization failed",
+            "cannot get cuda generator", "cuda is not available", "no cuda-capable device",
+            "found no nvidia driver", "cuda error: no cuda", "nvml", "cudagraph")
+
+
+def _frames(tb) -> list[dict]:
+    frames = [{"file": f.filename, "line": f.lineno, "func": f.name, "code": (f.line or "")[:300]}
+              for f in traceback.extract_tb(tb)]
+    if len(frames) > 60:   # a deep recursion: keep both ends, say what was cut
+        frames = frames[:30] + [{"file": "…", "line": 0, "func": f"({len(frames) - 60} frames cut)", "code": ""}] \
+            + frames[-30:]
+    return frames
+
+
+def _environment(torch) -> dict:
+    env = {"torch": torch.__version__, "python": sys.version.split()[0], "cpu_count": os.cpu_count(),
+           "cuda_available": torch.cuda.is_available(), "cuda": torch.version.cuda}
+    try:
+        import triton
+        env["triton"] = triton.__version__
+    except Exception:  # noqa: BLE001 - triton is optional (CPU builds)
+        env["triton"] = None
+    if env["cuda_available"]:
+        p = torch.cuda.get_device_properties(0)
+        env.update(gpu=p.name, capability=f"{p.major}.{p.minor}", gpu_mem_gb=round(p.total_memory / 2**30, 1),
+                   sm_count=p.multi_processor_count, driver=_driver_version(), gpu_count=torch.cuda.device_count())
+    return env
+
+
+def _driver_version() -> str | None:
+    import re
+    try:
+        with open("/proc/driver/nvidia/version") as fh:
+            m = re.search(r"\b(\d+\.\d+(?:\.\d+)?)\b", fh.readline())
+            return m.group(1) if m else None
+    except OSError:
+        return None
+
+
+def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
+    """Why this failure only says that this machine has no CUDA, or None if it says more than that."""
+    if torch is None or torch.cuda.is_available():
+        return None
+    text = f"{type(exc).__name__}: {exc}".lower()
+    through_cuda = any(f"{os.sep}torch{os.sep}cuda{os.sep}" in f["file"] for f in frames)
+    if through_cuda or any(s in text for s in _NO_CUDA) or "'cuda'" in text or "device='cuda" in text:
+        return f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:300] if str(exc).strip() else ''}"
+    return None
+
+
+def _kill_descendants() -> None:
+    """Before this process leaves: the submission's detached processes were re-parented to it (it is a
+    subreaper, see diagnose/runs/subreaper.py); once it is gone they would be nobody's, so they go first."""
+    import psutil
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    for k in kids:
+        try:
+            k.kill()
+        except psutil.Error:
+            pass
+
+
+def _fds() -> tuple[int, int, int, int | None]:
+    raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
+    return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
+
+
+def main(spec_path: str) -> int:
+    become_subreaper()     # the submission's orphans stay this run's (see diagnose/runs/subreaper.py)
+    with open(spec_path) as fh:
+        spec = WorkerSpec.from_json(fh.read())
+    ev_fd, rep_fd, stacks_fd, report_fd = _fds()
+    # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
+    walls = container.enter(spec.root) if spec.private_mounts else \
+        {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
+    ch = Channel(ev_fd)
+    ch.emit("container", **walls)
+    from diagnose.runs.worker import libraries
+    from diagnose.runs.worker.state import StateLog
+    StateLog(ch, spec.root, walls["private"]).install()
+    libraries.install(ch)
+    # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
+    # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
+    stacks = os.fdopen(stacks_fd, "w")
+    faulthandler.enable(file=stacks, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=stacks, all_threads=True)
+    dump_fd = os.environ.pop(DUMP_FD_ENV, "")
+    dog = Watchdog(spec.budget_s, stacks, spec.root, int(dump_fd) if dump_fd.isdigit() else None)
+    dog.start()
+    dog.route_stack_signal()
+    lock = GpuLock(ch, rep_fd if spec.gpu_lock else None, on_wait=dog.add_wait)
+    pid = os.getpid()
+
+    def clean_exit():
+        if os.getpid() == pid:
+            if "interpreter_exit" in ch.phases:
+                ch.end("interpreter_exit", ok=True)
+            ch.emit("exit_clean")
+            _kill_descendants()
+            dog.resume_parent()
+    atexit.register(clean_exit)   # first registered, so it runs last
+    ch.emit("worker_start", stage=spec.stage, dump_tid=dog.native_id)
+    sys.path.insert(0, os.getcwd())
+
+    from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
+    from diagnose.runs.worker.stages import STAGE_FUNCS, Ctx, load_reference
+
+    ctx = torch = None
+    try:
+        ch.begin("torch_import")
+        import torch
+        ch.end("torch_import")
+        ins = Instruments(ch, torch, spec.submission, lock, watch=spec.watch, sample=spec.sample)
+        with ins.phase("device_init"):
+            if ins.cuda:
+                torch.cuda.init()
+                torch.empty(1, device="cuda")
+        ch.emit("env", **_environment(torch))
+        ins.hook_captures()
+        guard = Guard(ch)
+        guard.watch_clocks(torch)
+        ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard, report_fd=report_fd)
+        evaluator = spec.evaluated
+        if spec.stage != "compile" and not evaluator:
+            with ins.phase("reference_import"):
+                load_reference(ctx)
+            guard.watch_module("reference")
+    except BaseException as e:  # noqa: BLE001 - report, then exit with the worker's own code
+        if os.getpid() != pid:
+            raise
+        frames = _frames(e.__traceback__)
+        reason = needs_cuda(e, frames, torch)
+        if reason:
+            ch.emit("needs_gpu", reason=f"the problem's reference needs CUDA: {reason}")
+        ch.emit("worker_error", type=type(e).__name__, message=str(e)[:2000],
+                traceback=traceback.format_exc()[-8000:])
+        return 3
+
+    try:
+        if evaluator:
+            from diagnose.runs.worker.evaluator import stage_evaluator
+            status = stage_evaluator(ctx)
+        else:
+            status = STAGE_FUNCS[spec.stage](ctx)
+    except BaseException as e:  # noqa: BLE001 - SystemExit and KeyboardInterrupt from a submission too
+        if os.getpid() != pid:    # a fork of the submission unwinding through our frames: not ours
+            raise
+        open_phase = ch.failed or ch.phase
+        frames = _frames(e.__traceback__)
+        reason = needs_cuda(e, frames, torch)
+        if reason:
+            ch.emit("needs_gpu", reason=reason)
+        guard.verify("when the stage failed")
+        ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
+                traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
+        return 1
+    ins.stop()
+    guard.verify("at the end of the stage")
+    ch.emit("stage_done", status=status, t=time.time())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if spec.stage != "compile":
+        ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
+        _kill_descendants()
+        dog.resume_parent()
+        os._exit(0)
+    ch.begin("interpreter_exit")
+    return 0
