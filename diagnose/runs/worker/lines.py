@@ -78,13 +78,7 @@ class LineTracker:
             if line in targets:
                 self._hit(line)
             return mon.DISABLE
-        mon.register_callback(TOOL_ID, mon.events.LINE, on_line)
-        stack = [code]
-        while stack:
-            c = stack.pop()
-            if any(ln in targets for _, _, ln in c.co_lines()):
-                mon.set_local_events(TOOL_ID, c, mon.events.LINE)
-            stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        watch_lines(TOOL_ID, code, targets, on_line)
 
     # -- older Pythons: a trace function confined to the submission's frames --------------------
     def _trace(self) -> None:
@@ -107,3 +101,16 @@ class LineTracker:
             return local(frame, event, arg)
         threading.settrace(tracer)
         sys.settrace(tracer)
+
+
+def watch_lines(tool_id: int, code: types.CodeType, lines, on_line) -> None:
+    """LINE events for `tool_id`, sent to `on_line`, in every code object under `code` (nested functions,
+    comprehensions) that holds one of `lines`; the rest of the program stays unmonitored, at full speed."""
+    mon = sys.monitoring
+    mon.register_callback(tool_id, mon.events.LINE, on_line)
+    stack = [code]
+    while stack:
+        c = stack.pop()
+        if any(ln in lines for _, _, ln in c.co_lines()):
+            mon.set_local_events(tool_id, c, mon.events.LINE)
+        stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]

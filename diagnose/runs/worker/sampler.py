@@ -24,6 +24,7 @@ import types
 from collections import Counter
 
 from diagnose.runs.worker.channel import Channel
+from diagnose.runs.worker.lines import watch_lines
 
 INTERVAL_S = 0.01
 FLUSH_S = 1.0
@@ -156,13 +157,7 @@ class LoopCounter:
             if counts[line] >= LOOP_CAP:
                 return mon.DISABLE
             return None
-        mon.register_callback(TOOL_ID, mon.events.LINE, on_line)
-        stack = [code]
-        while stack:
-            c = stack.pop()
-            if any(ln in headers for _, _, ln in c.co_lines()):
-                mon.set_local_events(TOOL_ID, c, mon.events.LINE)
-            stack += [k for k in c.co_consts if isinstance(k, types.CodeType)]
+        watch_lines(TOOL_ID, code, headers, on_line)
 
     def flush(self, phase: str | None) -> None:
         if self.counts:
