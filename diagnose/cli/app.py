@@ -142,9 +142,8 @@ def check(
 ):
     """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
     1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
-    from diagnose.engine import Options
     from diagnose.cli.files import OutDir
-    from diagnose.cli.prepare import Inputs, cannot_judge, prepare, problem_options
+    from diagnose.cli.prepare import Inputs, cannot_judge, prepare
     from diagnose.cli.exits import check_exit
     from diagnose.output.console import check_table
     from diagnose.source.risks import static_risks
@@ -152,7 +151,7 @@ def check(
     outdir = OutDir(out_dir, "--out") if out_dir else None
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
-        opts = Options(probes=[], jobs=1, gpu=prep.gpu, bisect=False, confirm=False, **problem_options(prep.settings))
+        opts = prep.options(probes=[], jobs=1, bisect=False, confirm=False)
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
         if not cannot_judge(prep.session, prep.settings):
             with shown:

@@ -40,10 +40,9 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
     import datetime as dt
 
     from diagnose.source import ast_diff
-    from diagnose.engine import Options
     from diagnose.engine.edit_search import EditSearch
     from diagnose.cli.files import OutDir, write_atomic
-    from diagnose.cli.prepare import Inputs, prepare, problem_options
+    from diagnose.cli.prepare import Inputs, prepare
     good_text, bad_text = _texts(first, second, git)
     stem = first.stem
     outdir = OutDir(out_dir or Path("reports") / f"bisect-{stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}", "--out")
@@ -66,8 +65,7 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
             err.print(f"  {e.id} {e.summary()}", markup=False)
     t0 = time.monotonic()
     with Signals() as sig:
-        opts = Options(probes=[], jobs=prep.jobs, gpu=prep.gpu, bisect=False, confirm=False,
-                       **problem_options(prep.settings))
+        opts = prep.options(probes=[], bisect=False, confirm=False)
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
         try:
             with shown:

@@ -18,6 +18,7 @@ from diagnose.runs import device, harness
 from diagnose.errors import BadInput
 
 if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
+    from diagnose.engine import Options
     from diagnose.runs.runner.stages import RunSettings
     from diagnose.session import Session
     from diagnose.source.submission import Submission
@@ -54,6 +55,18 @@ class Prepared:
     probes: list[str] | None
     gpu_ids: list[str]
     jobs: int
+
+    def options(self, **overrides) -> Options:
+        """The engine's typed options for this diagnosis, with what a command decides for itself overriding
+        them (check and bisect: no probes, no confirmation). A problem folder adds its own: its reference
+        is checked alone first, and a folder that ships its own evaluator has it decide the timing, those
+        stages running with nothing beside them."""
+        from diagnose.engine import Options
+        t = self.settings.task
+        return Options(**{"probes": self.probes, "jobs": self.jobs, "gpu": self.gpu, "bisect": self.probes != [],
+                          "preflight": not t.builtin,
+                          "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
+                          "problem": t.directory, "gpus_for": t.gpus, **overrides})
 
 
 def positive(flag: str, val: float | None) -> None:
@@ -142,8 +155,7 @@ def prepare(i: Inputs) -> Prepared:
     t = load_task(i.problem, i.task, small=i.small if i.small is not None else not gpu)
     settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
                            depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
-                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step)
-    settings.sample = i.sample
+                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample)
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
         task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
@@ -160,14 +172,6 @@ def prepare(i: Inputs) -> Prepared:
         jobs = 1      # the evaluator takes every GPU for its ranks
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "")
     return Prepared(sub=sub, gpu=gpu, settings=settings, session=session, probes=names, gpu_ids=gpu_ids, jobs=jobs)
-
-
-def problem_options(settings: RunSettings) -> dict:
-    """What a problem folder changes about a diagnosis: its reference is checked alone first; a folder
-    that ships its own evaluator has it decide the timing, and those stages run with nothing beside them."""
-    t = settings.task
-    return {"preflight": not t.builtin, "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-            "problem": t.directory, "gpus_for": t.gpus}
 
 
 def cannot_judge(session, settings) -> bool:

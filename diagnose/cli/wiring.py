@@ -99,14 +99,12 @@ def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None
     """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
     progress, signals, the engine and its files, our own failures said once, the summary printed.
     Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
-    from diagnose.engine import Options
-    from diagnose.cli.prepare import cannot_judge, problem_options
+    from diagnose.cli.prepare import cannot_judge
     from diagnose.output.console import run_summary
     session = prep.session
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
-        opts = Options(probes=prep.probes, jobs=prep.jobs, repeat=repeat, gpu=prep.gpu, bisect=prep.probes != [],
-                       **problem_options(prep.settings))
+        opts = prep.options(repeat=repeat)
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1,
                                runner_spec=runner_spec)
         if not cannot_judge(session, prep.settings):
