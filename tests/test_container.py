@@ -110,7 +110,7 @@ def test_a_plan_cache_on_this_machine_never_reaches_a_run_nor_credits_a_fix(tmp_
     plans.mkdir(parents=True)
     for shape in ("64x256x128x256", "128x128x64x128", "32x64x96x64"):
         (plans / f"{shape}.json").write_text('{"tile": 1}')
-    res, s, md = diagnose(tmp_path, "o", S / "plan_cache.py", "--stages", "test", "--budget", "6",
+    res, s, md = diagnose(tmp_path, "o", S / "plan_cache.py", "--stages", "test", "--budget", "10",
                           "--probes", "compile_mode", home=home)
     assert s["verdict"]["status"] == "timeout", s["verdict"]
     off = [r for r in s["runs"] if r["probe"] == "compile_mode" and r["role"] == "single"]
