@@ -112,7 +112,7 @@ def run(tmp_path, sub, *args):
 
 def test_a_module_level_loop_is_the_submissions_own_import_work(tmp_path):
     """L8 is `_TABLE.append(...)`: a builtin's method, inside the submission's own module-level loop."""
-    res, s, probes = run(tmp_path, "import_loop_table", "--stages", "test", "--budget", "4", "--probes", "import_init")
+    res, s, probes = run(tmp_path, "import_loop_table", "--stages", "test", "--budget", "8", "--probes", "import_init")
     assert probes["import_init"]["state"] == "run" and "L7" in probes["import_init"]["why"], probes["import_init"]
     top = s["causes"][0]
     assert (top["kind"], top["suspects"]) == ("too_slow", ["import_init"]), top
