@@ -9,7 +9,7 @@ from diagnose.runs.runner.timeline import build_stage
 from diagnose.source.scan import scan_source
 from diagnose.session import Run
 from diagnose.status import Status
-from probes import autotune
+from probes import BY_NAME, autotune
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
 from tests.conftest import FIXTURES, cli
 
@@ -127,16 +127,23 @@ def test_a_comprehension_and_a_call_into_torch_are_import_work(tmp_path):
 
 def test_a_recompile_cut_off_by_the_deadline_is_evidence_in_both_forms(tmp_path):
     """dynamic=False with a backend whose second graph takes a minute: the deadline comes while the second
-    shape compiles, whatever the machine's load. Written as a decorator or as torch.compile(...)(fn), the cause
-    is the recompile, fixed by dynamic=True (one graph for every shape)."""
-    for name in ("recompile_cutoff", "recompile_cutoff_call"):
-        res, s, probes = run(tmp_path, name, "--stages", "test", "--budget", "15", "--jobs", "2",
-                             "--probes", "compile_mode,recompile")
-        assert probes["compile_mode"]["state"] == "run", probes["compile_mode"]
-        assert probes["recompile"]["state"] == "run" and "still compiling" in probes["recompile"]["why"], probes
-        top = s["causes"][0]
-        assert top["suspects"] == ["recompile"] and "dynamic=True fixes it" in top["narrative"], (name, top)
-        assert s["fix"]["toggle"] == "dynamic=True", (name, s["fix"]["toggle"])
+    shape compiles, whatever the machine's load. The cause is the recompile, fixed by dynamic=True (one graph
+    for every shape). The same evidence, with the compile written as torch.compile(...)(fn) instead of a
+    decorator, plans the same toggle, applied to the call."""
+    res, s, probes = run(tmp_path, "recompile_cutoff", "--stages", "test", "--budget", "15", "--jobs", "2",
+                         "--probes", "compile_mode,recompile")
+    assert probes["compile_mode"]["state"] == "run", probes["compile_mode"]
+    assert probes["recompile"]["state"] == "run" and "still compiling" in probes["recompile"]["why"], probes
+    top = s["causes"][0]
+    assert top["suspects"] == ["recompile"] and "dynamic=True fixes it" in top["narrative"], top
+    assert s["fix"]["toggle"] == "dynamic=True", s["fix"]["toggle"]
+    base = Run.from_dict(next(r for r in s["runs"] if r["role"] == "baseline"))
+    called = (L / "recompile_cutoff_call.py").read_text()
+    plan = BY_NAME["recompile"].plan(PlanContext(called, scan_source(called), False, base))
+    assert plan.state == RUN and "still compiling" in plan.why, plan.why
+    variant = plan.toggles[0].apply(called)
+    ast.parse(variant)
+    assert "_epilogue = torch.compile(backend=_slow_backend, dynamic=True)(_epilogue_eager)" in variant, variant
 
 
 def test_a_warmup_helper_handed_the_kernel_is_a_warmup(tmp_path):
