@@ -5,7 +5,8 @@ scheduled a stage at a time, so that the verdict comes first:
 
   priority 0  the baseline, and solo confirmations (nothing else runs beside those)
   priority 1  every single toggle, up to the stage where the baseline failed
-  priority 2  the bisector's combination runs, as soon as the single toggles they depend on decided
+  priority 2  the bisector's combination runs: the two most likely ones with the late toggles, the rest as
+              the search asks
   priority 3  the later stages of variants that got past the failure: verifying a fix, timing it (while the
               baseline runs, any stage it has not reached; held until every toggle is launched, and
               kept off half the workers until the causes stand)
