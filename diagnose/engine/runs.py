@@ -69,17 +69,17 @@ class RunPool:
         if role == Role.COMBINATION:
             return COMBINATION
         base = self.session.baseline
-        if base is not None and not self._states[base.id].done.is_set():
-            # While the baseline runs, only a stage it has reached can decide anything; a later one would
-            # only cost a fix, and taking a worker then delays the verdict and the causes (on Round 9 five
-            # fix-costing benchmark stages held workers the late toggles needed).
-            ran = [x for x in base.stages if x.status != Status.SKIPPED]
-            reached = len(ran) - (1 if ran and ran[-1].status in ENDS_RUN else 0)
-            return SINGLE if self.stages.index(stage) <= reached else LATER
         failed = base.failed_stage if base is not None else None
-        if failed is None or self.stages.index(stage) <= self.stages.index(failed.name):
-            return SINGLE
-        return LATER
+        if failed is not None:     # past the baseline's failure a stage only verifies and costs a fix
+            return SINGLE if self.stages.index(stage) <= self.stages.index(failed.name) else LATER
+        if base is not None and not self._all_launched.is_set():
+            # Before every toggle is launched (until just after the baseline ends): a stage the baseline has not
+            # reached would only cost a fix if the baseline fails before it, and taking a worker then delays
+            # the verdict and the causes (on Round 9 five fix-costing benchmark stages held workers the late
+            # toggles needed). Held, it is promoted as the baseline reaches that stage.
+            reached = sum(1 for x in base.stages if x.status != Status.SKIPPED)
+            return SINGLE if self.stages.index(stage) <= reached else LATER
+        return SINGLE
 
     def _advance(self, st: _State) -> None:
         """Queue the run's next stage, or mark it done."""
@@ -113,7 +113,7 @@ class RunPool:
         prio = self._priority(st, stage)
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
-                self._held.append((st, job, prio))   # verdict first: these wait for the last toggles' launch
+                self._held.append((st, job))   # verdict first: these wait for the last toggles' launch
                 return
         self._submit(st, job, prio)
 
@@ -125,14 +125,20 @@ class RunPool:
         with self.lock:
             self._all_launched.set()
             held, self._held = self._held, []
-        for st, job, _ in held:
+        for st, job in held:
             self._submit(st, job, self._priority(st, job.stages[0]))   # the baseline may have moved it
 
     def _promote_held(self) -> None:
         """The baseline reached another stage: the held stages it now makes deciding go ahead."""
+        now, kept = [], []
         with self.lock:
-            now = [(st, job, p) for st, job, _ in self._held if (p := self._priority(st, job.stages[0])) < LATER]
-            self._held = [h for h in self._held if all(h[1] is not job for _, job, _ in now)]
+            for st, job in self._held:
+                prio = self._priority(st, job.stages[0])
+                if prio < LATER:
+                    now.append((st, job, prio))
+                else:
+                    kept.append((st, job))
+            self._held = kept
         for st, job, prio in now:
             self._submit(st, job, prio)
 
