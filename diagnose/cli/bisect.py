@@ -50,12 +50,12 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
     for name, text in (("good.py", good_text), ("bad.py", bad_text)):
         paths[name] = outdir.path / name
         write_atomic(paths[name], text)
-    for name in paths:     # both must be submissions we can run: the same checks as `run`
-        prepare(Inputs(paths[name], **inputs))
+    # both must be submissions we can run: the same checks as `run`; GOOD's is the search's own
+    prep = prepare(Inputs(paths["good.py"], probes="none", **inputs))
+    prepare(Inputs(paths["bad.py"], probes="none", **inputs))
     edits = ast_diff.edits(good_text, bad_text)
     if not edits:
         raise BadInput("GOOD and BAD do not differ in any statement (only in comments or layout)")
-    prep = prepare(Inputs(paths["good.py"], probes="none", **inputs))
     prep.session.command = ["diagnose", "bisect", str(first)] + ([str(second)] if second else []) + \
         (["--git", git] if git else [])
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
