@@ -16,8 +16,6 @@ from rich.console import Console
 
 from diagnose.errors import BadInput
 
-
-
 # Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
 PIPED_WIDTH = 160
 err = Console(stderr=True, highlight=False, soft_wrap=True, width=None if sys.stderr.isatty() else PIPED_WIDTH)

@@ -13,14 +13,13 @@ is recorded as such. A time-based outcome that other runs may have skewed is rer
 """
 from __future__ import annotations
 
-from diagnose.source import ast_diff
-
 from diagnose.analysis import evidence
 from diagnose.analysis.bisector import ddmin
 from diagnose.analysis.comparison import broken_by_edit
 from diagnose.errors import BadInput, CannotJudge
 from diagnose.analysis.findings import Verdict
 from diagnose.engine.scheduler import Scheduler
+from diagnose.source import ast_diff
 from diagnose.session import Role, Run
 from diagnose.status import NO_EVIDENCE, Status
 

@@ -35,26 +35,6 @@ def session(out: Path) -> dict:
     return json.loads((out / "session.json").read_text())
 
 
-def critical_path(s: dict) -> dict:
-    """Where a diagnosis spent its time: total GPU lock wait, and the runs that finished last (the chain
-    that held the end of the diagnosis), each with its role, span and stages, from the events' clocks."""
-    spans = []
-    for r in s["runs"]:
-        ts = [e["t"] for st in r["stages"] for e in st["events"]]
-        if ts:
-            spans.append((min(ts), max(ts), r))
-    if not spans:
-        return {}
-    t0 = min(a for a, _, _ in spans)
-    last = sorted(spans, key=lambda x: x[1])[-4:]
-    return {"lock_wait_total_s": round(sum(w["seconds"] for r in s["runs"] for st in r["stages"]
-                                           for w in st["lock_waits"]), 1),
-            "last_runs": [{"run": r["id"], "role": r["role"], "variant": r["toggle"], "start_s": round(a - t0, 1),
-                           "end_s": round(b - t0, 1), "stages": [st["name"] for st in r["stages"]
-                                                                 if st["status"] != "skipped"]}
-                          for a, b, r in last]}
-
-
 def timeline(s: dict) -> list[dict]:
     """Every stage of every run as it ran: its compile step's start and the stage's end, on the events' clock
     (zero: the first event), so that what waited for what can be read off (`python3 bench.py timeline S`)."""
@@ -72,6 +52,23 @@ def timeline(s: dict) -> list[dict]:
     for x in rows:
         x["start"], x["end"] = round(x["start"] - t0, 1), round(x["end"] - t0, 1)
     return sorted(rows, key=lambda x: x["start"])
+
+
+def critical_path(s: dict) -> dict:
+    """Where a diagnosis spent its time: total GPU lock wait, and the runs that finished last (the chain
+    that held the end of the diagnosis), each with its role, span (from its first compile step's start)
+    and stages, from the timeline."""
+    spans: dict[str, dict] = {}
+    for row in timeline(s):
+        sp = spans.setdefault(row["run"], {"run": row["run"], "role": row["role"], "variant": row["variant"],
+                                           "start_s": row["start"], "end_s": row["end"], "stages": []})
+        sp["start_s"], sp["end_s"] = min(sp["start_s"], row["start"]), max(sp["end_s"], row["end"])
+        sp["stages"].append(row["stage"])
+    if not spans:
+        return {}
+    return {"lock_wait_total_s": round(sum(w["seconds"] for r in s["runs"] for st in r["stages"]
+                                           for w in st["lock_waits"]), 1),
+            "last_runs": sorted(spans.values(), key=lambda x: x["end_s"])[-4:]}
 
 
 def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
