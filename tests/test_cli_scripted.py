@@ -4,7 +4,7 @@ import json
 from dataclasses import asdict
 
 from tests.builders import stage
-from tests.conftest import cli
+from tests.conftest import FIXTURES, cli
 from tests.test_engine import STORM
 
 US = {"256x4096x7168": 43.0}
@@ -58,3 +58,38 @@ def test_a_runner_that_is_not_a_script_is_one_error_line(tmp_path):
                         (f"scripted:{tmp_path / 'none.json'}", "not a runner script")):
         res = cli("run", sub, "--runner", spec, "-o", tmp_path / "o", timeout=60)
         assert res.returncode == 2 and words in res.stderr and "Traceback" not in res.stderr, res.stderr
+
+
+def _stuck_at_import(tmp_path, sub, probe, unreached):
+    """Every run times out in its import, as these fixtures do: before any compile, and (unreached) before
+    the watched lines; a decorator line runs at import, a loop in custom_kernel does not."""
+    hung = stage("test", "timeout", wall=8, budget=8, message="the stage ran past its 8 s budget")
+    hung.phase, hung.phases = "submission_import", hung.phases[:2]
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"default": [{**_d(hung), "unreached": unreached}]}))
+    out = tmp_path / "o"
+    res = cli("run", sub, "--stages", "test", "--budget", "8", "--probes", probe, "--runner", f"scripted:{script}",
+              "--out", out, timeout=120)
+    return res, json.loads((out / "session.json").read_text())
+
+
+def test_a_toggle_the_run_never_reached_is_inconclusive_not_cleared(tmp_path):
+    res, s = _stuck_at_import(tmp_path, FIXTURES / "import_blocks_warmup.py", "warmup", True)
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout + res.stderr
+    assert s["verdict"]["phase"] == "submission_import"
+    assert s["cleared"] == [] and not any("warmup" in c["suspects"] for c in s["causes"])
+    (inc,) = s["inconclusive"]
+    assert inc["probe"] == "warmup" and "never executed" in inc["reason"]
+    variants = [r for r in s["runs"] if r["probe"] == "warmup"]
+    assert variants and all(r["watched"] and not any(st["reached"] for st in r["stages"]) for r in variants)
+
+
+def test_a_compile_that_never_happened_is_not_cleared(tmp_path):
+    """The import times out before anything is compiled: compile off changes nothing, and that says nothing
+    about compiling. Not 'verified not the cause': inconclusive, with the reason."""
+    res, s = _stuck_at_import(tmp_path, FIXTURES / "lib" / "compile_never_ran.py", "compile_mode", False)
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout + res.stderr
+    assert [r for r in s["runs"] if r["probe"] == "compile_mode"]
+    assert not any(c["probe"] == "compile_mode" for c in s["cleared"]), s["cleared"]
+    inc = next(i for i in s["inconclusive"] if i["probe"] == "compile_mode")
+    assert "nothing to remove" in inc["reason"], inc

@@ -14,15 +14,15 @@ from diagnose.tasks.loader import load_task
 from tests.conftest import FIXTURES
 
 
-def run_fixture(name, stages=("test",), budget=60, source=None, **kw) -> Run:
+def run_fixture(name, stages=("test",), budget=60, source=None, watch=(), **kw) -> Run:
     task = load_task(None, "fp8-dual-gemm", small=True)
     settings = RunSettings(task=task, stages=list(stages), budgets=stage_budgets(budget, {}), sample_repeats=2,
                            sample_seconds=0.5, **kw)
     runner = StageRunner(settings)
     run = Run(id="r0", probe=None)
     try:
-        runner.execute(Job(run, source or (FIXTURES / name).read_text(), list(stages)), lambda r: None,
-                       threading.Event())
+        runner.execute(Job(run, source or (FIXTURES / name).read_text(), list(stages), watch=list(watch)),
+                       lambda r: None, threading.Event())
     finally:
         runner.close()
     return run
@@ -43,8 +43,11 @@ def test_sleep_at_import_shows_in_the_import_phase():
 
 
 def test_infinite_loop_times_out_with_the_looping_line_in_the_stack():
-    run = run_fixture("loop_forever.py", budget=6)
+    spin, after = line_of("loop_forever.py", "SPIN-CALL"), line_of("loop_forever.py", "NEVER-REACHED")
+    run = run_fixture("loop_forever.py", budget=6, watch=[spin, after])
     st = run.stage("test")
+    # watched lines: the call that hung ran, the line after it never did (what a toggle's evidence rests on)
+    assert st.reached == [spin], st.reached
     assert run.outcome == Status.TIMEOUT and st.status == Status.TIMEOUT
     assert st.phase.startswith("first_call:")
     assert st.site["line"] == line_of("loop_forever.py", "LOOP-LINE")

@@ -73,14 +73,22 @@ def _matches(rule: dict, run, source: str) -> bool:
             and not any(t in source for t in m.get("source_lacks", [])))
 
 
+def _stage(d: dict) -> StageResult:
+    """A stage as a session holds it, plus `"unreached": true` where no watched line ran (without it an empty
+    `reached` is filled with every watched line, as a run that got past them would report)."""
+    st = StageResult.from_dict(d)
+    st.scripted_unreached = bool(d.get("unreached"))
+    return st
+
+
 def from_file(path: Path) -> ScriptedRunner:
     """{"delay_s": 0.1, "runs": [{"match": {...}, "stages": [StageResult as in a session, ...]}, ...],
     "default": [stages for every run no rule matches]}. The first matching rule wins."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     rules = data.get("runs", [])
-    default = [StageResult.from_dict(s) for s in data.get("default", [])]
+    default = [_stage(s) for s in data.get("default", [])]
 
     def script(run, source=""):
         rule = next((r for r in rules if _matches(r, run, source)), None)
-        return [StageResult.from_dict(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
+        return [_stage(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
     return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)), with_source=True)
