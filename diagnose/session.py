@@ -106,7 +106,10 @@ class StageResult:
 
     @property
     def lock_wait_s(self) -> float:
-        return round(sum(w["seconds"] for w in self.lock_waits), 4)
+        """Seconds kept waiting for the GPU or paused for another run's timing, overlaps counted once (a run
+        can be paused while it queues). An overrun, this run's own timing outliving its hold, is no wait."""
+        return round(union_seconds([(w["start_s"], w["start_s"] + w["seconds"]) for w in self.lock_waits
+                                    if w["mode"] != "overrun"]), 4)
 
     @property
     def seconds(self) -> float:
@@ -263,3 +266,15 @@ def _plain(x):
         return [_plain(v) for v in x]
     return x
 
+
+def union_seconds(spans: list[tuple[float, float]]) -> float:
+    """The length of the union of (start, end) spans."""
+    total, end = 0.0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total += b - a
+            end = b
+        elif b > end:
+            total += b - end
+            end = b
+    return total

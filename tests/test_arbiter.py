@@ -4,9 +4,9 @@ import time
 
 from diagnose.runs.harness import stage_budgets
 from diagnose.runs.runner import Job
-from diagnose.runs.runner.arbiter import GpuArbiter, union_seconds
+from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.stages import RunSettings, StageRunner
-from diagnose.session import Run
+from diagnose.session import Run, StageResult, union_seconds
 from diagnose.status import Status
 from diagnose.tasks.loader import load_task
 from tests.conftest import FIXTURES
@@ -36,6 +36,16 @@ def test_a_section_pauses_the_others_in_arrival_order():
     arb.forget("c")                                   # the holder died: the others resume
     assert ("d", False) in log
     assert union_seconds([(0, 2), (1, 3), (5, 6)]) == 4
+
+
+def test_the_time_a_stage_was_held_up_counts_a_pause_inside_a_wait_once_and_no_overrun():
+    """As an H100 recompile storm recorded it: paused while queued (the same 15 s twice), then its own timing
+    section outlived its hold (an overrun). Held up 15 s, not 30: the report's 'queued' and its charge agree."""
+    st = StageResult(name="benchmark", status=Status.TIMEOUT, wall_s=27.13, charged_s=12.13,
+                     lock_waits=[{"start_s": 2.0, "seconds": 15.0, "mode": "wait"},
+                                 {"start_s": 2.0, "seconds": 15.0, "mode": "pause"},
+                                 {"start_s": 20.0, "seconds": 3.0, "mode": "overrun"}])
+    assert st.lock_wait_s == 15.0 == round(st.wall_s - st.charged_s, 4)
 
 
 def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():

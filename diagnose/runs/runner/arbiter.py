@@ -24,6 +24,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from diagnose.session import union_seconds
+
 
 @dataclass
 class _Owner:
@@ -152,15 +154,3 @@ class GpuArbiter:
                 for iv in o.intervals:
                     if iv[2] == "pause" and iv[1] is None:
                         iv[1] = now
-
-
-def union_seconds(spans: list[tuple[float, float]]) -> float:
-    total, end = 0.0, None
-    for a, b in sorted(spans):
-        if end is None or a > end:
-            total += b - a
-            end = b
-        elif b > end:
-            total += b - end
-            end = b
-    return total
