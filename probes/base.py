@@ -16,8 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from diagnose.source.scan import ScanResult, scan_source
 from diagnose.session import Run
+from diagnose.source.scan import ScanResult, scan_source
 
 RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"
 # Runtime switches a toggle may ask for instead of a source edit (the runner applies them):

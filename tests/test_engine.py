@@ -8,8 +8,8 @@ from pathlib import Path
 from diagnose.engine import Engine, Options
 from diagnose.runs.runner.scripted import ScriptedRunner
 from diagnose.session import Role, Session, StageResult
-from diagnose.status import Status
 from diagnose.source.submission import Submission
+from diagnose.status import Status
 from tests.builders import stage
 
 STAGES = ["compile", "test", "benchmark", "leaderboard"]

@@ -6,8 +6,8 @@ import json
 
 from diagnose.runs.runner.isolate import ChildResult
 from diagnose.runs.runner.timeline import build_stage
-from diagnose.source.scan import scan_source
 from diagnose.session import Run
+from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from probes import BY_NAME, autotune
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext

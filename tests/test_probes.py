@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from diagnose.source.edits import unified_diff
+from diagnose.source.edits import set_kw
 from diagnose.source.scan import scan_source
 from probes import BY_NAME, REGISTRY
 from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext
-from diagnose.source.edits import set_kw
 from probes.graph_capture import capture_off
 from probes.import_init import defer
 from tests.conftest import EXAMPLES, FIXTURES

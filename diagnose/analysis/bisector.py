@@ -23,15 +23,15 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later, probe_site,
-                                 seconds_saved, single_runs, toggle_rank)
+from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later,
+                                          probe_site, seconds_saved, single_runs, toggle_rank)
 from diagnose.analysis.evidence import confirmations, effective
 from diagnose.analysis.findings import Cause, Cleared, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
 from diagnose.analysis.measures import geomean, steady_us
+from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
-from diagnose.analysis.unfixed import unfixed_cause
 from probes import BY_NAME, ORDER
 
 

@@ -21,14 +21,15 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.runs import harness
 from diagnose.cli.wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
 from diagnose.errors import BadInput
+from diagnose.runs import harness
 
 try:   # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer
     from click import exceptions as _cx
+
 
 class _Command(typer.core.TyperCommand):
     """`Usage: diagnose run [OPTIONS] SUBMISSION`, as click and pytest write it (newer typer braces it)."""

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import diagnose
-from diagnose.runs import device, harness
 from diagnose.errors import BadInput
+from diagnose.runs import device, harness
 
 if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
     from diagnose.engine import Options

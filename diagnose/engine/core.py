@@ -26,11 +26,11 @@ from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.planning import Planning
 from diagnose.engine.preflight import Preflight
 from diagnose.engine.runs import RunPool, _State
+from diagnose.engine.scheduler import Scheduler
 from diagnose.errors import BadInput
 from diagnose.runs.runner import Runner
-from diagnose.source.scan import scan_source
-from diagnose.engine.scheduler import Scheduler
 from diagnose.session import Role, Run, Session
+from diagnose.source.scan import scan_source
 from diagnose.source.submission import Submission
 from probes import REGISTRY
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from diagnose.analysis import evidence
 from diagnose.analysis.bisector import ddmin
 from diagnose.analysis.comparison import broken_by_edit
-from diagnose.errors import BadInput, CannotJudge
 from diagnose.analysis.findings import Verdict
 from diagnose.engine.scheduler import Scheduler
-from diagnose.source import ast_diff
+from diagnose.errors import BadInput, CannotJudge
 from diagnose.session import Role, Run
+from diagnose.source import ast_diff
 from diagnose.status import NO_EVIDENCE, Status
 
 PASS, FAIL, OTHER, UNTESTABLE = "pass", "fail", "other failure", "untestable"

@@ -4,8 +4,8 @@ needs_gpu.
 """
 from __future__ import annotations
 
-from diagnose.errors import BadInput
 from diagnose.analysis.findings import Verdict
+from diagnose.errors import BadInput
 from diagnose.session import Role
 from diagnose.status import Status
 

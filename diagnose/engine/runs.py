@@ -7,9 +7,9 @@ import hashlib
 import threading
 from dataclasses import dataclass, field
 
-from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.runs.runner import Job
 from diagnose.session import Role, Run
+from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
 from probes.base import WARM
 

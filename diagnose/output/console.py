@@ -9,6 +9,7 @@ from diagnose.analysis import claims, summary
 from diagnose.session import Session
 from diagnose.status import Status
 
+
 def _style(status: Status) -> str:
     return {Status.OK: "green", Status.NEEDS_GPU: "yellow", Status.INTERRUPTED: "yellow"}.get(status, "red")
 

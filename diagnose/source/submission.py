@@ -11,8 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.source.bindings import binds_dynamically, bindings
 from diagnose.errors import BadInput
+from diagnose.source.bindings import binds_dynamically, bindings
 
 ENTRY = "custom_kernel"
 

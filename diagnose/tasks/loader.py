@@ -18,8 +18,8 @@ from pathlib import Path
 
 import yaml
 
-from diagnose.source.bindings import binds_dynamically, bound_names
 from diagnose.errors import BadInput
+from diagnose.source.bindings import binds_dynamically, bound_names
 
 BUILTIN = {"fp8-dual-gemm": Path(__file__).parent / "fp8_dual_gemm"}
 REQUIRED_FUNCS = ("generate_input", "check_implementation")

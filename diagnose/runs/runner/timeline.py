@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 
-
 from diagnose.runs.runner.isolate import ChildResult
 from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy
-from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report, report_failure,
-                                         state_of, timing_of)
-from diagnose.session import Contention, Phase, StageResult, union_seconds
+from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report,
+                                              report_failure, state_of, timing_of)
+from diagnose.session import Contention, Phase, StageResult
 from diagnose.status import Status
 
 
@@ -71,9 +70,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                 f["file"] = tidy(f" {f.get('file', '')}").lstrip()
     t0 = child.start_t
     t_last = child.kill_t or (t0 + child.wall_s)
-    waits = round(union_seconds(child.held_up), 4)
     st = StageResult(name=name, status=Status.OK, wall_s=round(child.wall_s, 4), budget_s=budget_s,
-                     charged_s=round(max(0.0, child.wall_s - waits), 4),
                      phases=_phases([e for e in ev if e["k"] in ("begin", "end")], t0, t_last, child.held_up),
                      exit_code=child.exit_code, signal=child.signal,
                      killed=child.killed, cpu_s=round(child.cpu_s, 3), user_s=round(child.user_s, 3),
@@ -88,6 +85,8 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                                            others_cpu_s=child.others_cpu_s),
                      # the per-path and per-config events, summed up below
                      events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
+    # charged: the wall less the time held up, by the same measure the report shows as waits
+    st.charged_s = round(max(0.0, st.wall_s - st.lock_wait_s), 4)
     st.state = state_of(ev)
     fill_libraries(st, ev, submission_file, t_last)
     detail = next((e for e in ev if e["k"] == "wrong_detail"), None)

@@ -19,8 +19,8 @@ import sys
 import types
 
 from diagnose.runs.protocol import CHILD_ENV
-from diagnose.tasks.loader import spec_line, stage_cases
 from diagnose.runs.worker.hooks import Hooks
+from diagnose.tasks.loader import spec_line, stage_cases
 
 MODES = {"test": "test", "benchmark": "benchmark", "leaderboard": "leaderboard"}
 

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 from diagnose.runs import harness
 from diagnose.runs.protocol import WorkerSpec
-from diagnose.tasks.loader import labels
 from diagnose.runs.worker.instrument import Instruments
 from diagnose.runs.worker.timing import _bench_cases, _time_case
+from diagnose.tasks.loader import labels
 
 
 @dataclass

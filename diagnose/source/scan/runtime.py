@@ -8,7 +8,7 @@ import ast
 
 from diagnose.source.scan.model import Site, literal, span
 from diagnose.source.scan.names import (AUTOTUNE, CAPTURE_CTX, CHEAP_CALLS, COMPILE, EXTENSION_LOADS, GRAPHED,
-                                 SETTINGS_CALLS, TIME_FUNCS)
+                                        SETTINGS_CALLS, TIME_FUNCS)
 
 
 class RuntimeFinders:
