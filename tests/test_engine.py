@@ -238,9 +238,18 @@ def test_when_the_baseline_cannot_be_judged_here_no_variant_runs():
     assert s.verdict.status == Status.NEEDS_GPU and s.causes == [] and s.cleared == []
 
 
-def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage():
+def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(monkeypatch):
     """A toggle measured once as another's identical variant must not hold the combinations back until
-    that run's fix-costing stages have ended: it decides when its prior passes the failing stage."""
+    that run's fix-costing stages have ended: it decides when its prior passes the failing stage. The
+    engine's own thread is slowed where it submits the combinations, as a loaded machine slows it: the
+    order must not depend on it (a CI machine once ran every leaderboard stage first)."""
+    slow = Engine.fails_with
+
+    def fails_with(self, *a, **kw):
+        import time
+        time.sleep(0.3)
+        return slow(self, *a, **kw)
+    monkeypatch.setattr(Engine, "fails_with", fails_with)
     src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
 
     def script(run):

@@ -116,18 +116,22 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
             late = self.plan(base)
             self._record_plans(late)
             self._launch_plan(late)       # identical variants are not run again
-            self._release_held()
             removers = self._removers(late)
             singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
-            if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
-                # Start the combinations the search will most likely ask for now, beside the late toggles:
-                # all suspects out (it needs no toggle's answer), and the ones that already fixed it alone
-                # kept in. A guess made while some toggles still run costs one run if it is wrong (the
-                # search then asks for the right one); waiting for them had cost Round 9 20-40 s.
-                self.fails_with([], removers, wait=False)
-                known = bisector.fixing_probes(s, base)
-                if len(known) >= 2:
-                    self.fails_with(known, removers, wait=False)
+            try:
+                if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
+                    # Start the combinations the search will most likely ask for now, beside the late toggles:
+                    # all suspects out (it needs no toggle's answer), and the ones that already fixed it alone
+                    # kept in. A guess made while some toggles still run costs one run if it is wrong (the
+                    # search then asks for the right one); waiting for them had cost Round 9 20-40 s.
+                    self.fails_with([], removers, wait=False)
+                    known = bisector.fixing_probes(s, base)
+                    if len(known) >= 2:
+                        self.fails_with(known, removers, wait=False)
+            finally:
+                # Only now may the fix-costing stages queue: released before the combinations were submitted,
+                # a free worker took them first (a loaded CI machine ran every leaderboard stage ahead of them).
+                self._release_held()
             if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
                 return self._finish()
             if self.opts.bisect:
