@@ -100,7 +100,6 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
             for rep in range(1, self.opts.repeat):
                 self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
             early = self.plan(None)
-            removers = self._removers(early)
             self._launch_plan(early)
             self._record_plans(early)
             if not self._wait(self._states[base.id].done):
