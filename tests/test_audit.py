@@ -8,6 +8,9 @@ import pytest
 from diagnose.analysis.audit import RULES, audit
 from diagnose.analysis.findings import Cause, Cleared
 from diagnose.status import Confidence, Status
+from diagnose.analysis import bisector, summary
+from diagnose.session import Role
+from tests.builders import run, session
 from tests.conftest import cli
 from tests.test_renderers import healthy_session, interaction_session
 
@@ -83,7 +86,75 @@ def _broken():
     cost = next(c for c in s.fix.costs if c.steady_us is not None and c.run != s.fix.run)
     s.run(cost.run).stages = [st for st in s.run(cost.run).stages if st.name != "benchmark"]
     out.append(("cost-measured", s))
+
+    s = interaction_session()     # the capture's own toggle crashed as the baseline did: nothing got past it
+    s.runs[1] = run("r1", "graph_capture", "capture off", outcome="crash", fail_at="test")
+    out.append(("cause-fixes", s))
+
+    s = interaction_session()     # no run kept both suspects and failed
+    s.causes[0].evidence = [r for r in s.causes[0].evidence if r not in ("r0", "r4")]
+    out.append(("cause-interaction", s))
+
+    s = all_timeout_session()
+    s.runs[1] = run("r1", "warmup", "warmup N->1", walls=(5, 10, 20))    # one variant passed after all
+    out.append(("cause-all-failed", s))
+
+    s = all_crash_session()
+    s.runs[1] = run("r1", "warmup", "warmup N->1", walls=(5, 10, 20))
+    out.append(("cause-unchanged", s))
+
+    s = interaction_session()     # the warmup toggle crashed later, in another stage: not "still the same"
+    s.runs[3] = run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="benchmark")
+    out.append(("cleared-same", s))
+
+    s = interaction_session()
+    s.fix.steady_us += 10.0
+    out.append(("figure-equal", s))
     return out
+
+
+def _concluded(runs):
+    s = session(runs)
+    bisector.search(s, ["warmup", "compile_mode"], fails=lambda keep: True)
+    bisector.conclude(s)
+    s.verdict = summary.verdict(s)
+    return s
+
+
+def all_timeout_session():
+    """Every run times out in test, the variants included, and all suspects removed together too."""
+    return _concluded([run("r0", outcome="timeout", fail_at="test", site=SITE),
+                       run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="test"),
+                       run("r2", "compile_mode", "compile off", outcome="timeout", fail_at="test"),
+                       run("r3", "compile_mode+warmup", "all suspects removed", outcome="timeout", fail_at="test",
+                           role=Role.COMBINATION)])
+
+
+def all_crash_session():
+    return _concluded([run("r0", outcome="crash", fail_at="test", site=SITE),
+                       run("r1", "warmup", "warmup N->1", outcome="crash", fail_at="test"),
+                       run("r2", "compile_mode", "compile off", outcome="crash", fail_at="test")])
+
+
+SITE = {"file": "/tmp/x/submission.py", "line": 7, "func": "custom_kernel"}
+
+
+def test_runs_that_all_failed_conclude_no_fix_and_no_interaction():
+    s = all_timeout_session()
+    assert audit(s) == [], [str(f) for f in audit(s)]
+    assert [c.kind for c in s.causes] == ["too_slow"] and s.fix is None
+    assert "every variant timed out too" in s.causes[0].narrative and "fixes" not in s.causes[0].narrative
+    assert set(s.causes[0].evidence) == {"r0", "r1", "r2", "r3"}
+
+
+def test_a_failure_that_only_came_later_is_no_fix():
+    """Removing the warmup moved the timeout into the benchmark: it neither fixes it nor is cleared."""
+    s = _concluded([run("r0", outcome="timeout", fail_at="test", site=SITE),
+                    run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="benchmark")])
+    assert audit(s) == [], [str(f) for f in audit(s)]
+    assert not any(c.changes_outcome for c in s.causes) and s.fix is None and not s.cleared
+    why = next(i.reason for i in s.inconclusive if i.probe == "warmup")
+    assert "only later (benchmark/" in why and "fixes nothing" in why
 
 
 @pytest.mark.parametrize("rule,s", _broken(), ids=[r for r, _ in _broken()])

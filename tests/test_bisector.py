@@ -75,8 +75,9 @@ def test_hang_with_no_fix_points_at_the_stuck_line_and_blames_no_probe():
     assert len(s.causes) == 1
     c = s.causes[0]
     assert not c.changes_outcome and c.site["line"] == 7 and c.site["file"] == "kernels/sub.py"
-    assert "still running at line 7" in c.narrative and c.suspects == [] and c.kind == "bug"
-    assert s.fix is None
+    # every variant timed out too: the work itself, at its line, and no suspect
+    assert "still running at line 7" in c.narrative and c.suspects == [] and c.kind == "too_slow"
+    assert "every variant timed out too" in c.narrative and s.fix is None
 
 
 def test_healthy_submission_has_no_cause_and_no_fix():

@@ -10,6 +10,7 @@ import pytest
 
 from diagnose.analysis import bisector, summary
 from diagnose.output import RENDERERS
+from diagnose.session import Role
 from tests.builders import run, session
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -21,7 +22,13 @@ def interaction_session():
                                                                    "func": "custom_kernel"}),
                  run("r1", "graph_capture", "capture off", per_call_us={k: v * 1.5 for k, v in US.items()}),
                  run("r2", "compile_mode", "same mode, no CUDA graphs", per_call_us=US),
-                 run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="test")])
+                 run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="test"),
+                 # the bisector's combinations: the pair kept (warmup out) still crashes, all out passes
+                 run("r4", "warmup", "keep graph_capture + compile_mode", outcome="crash", fail_at="test",
+                     role=Role.COMBINATION),
+                 run("r5", "compile_mode+graph_capture+warmup", "all suspects removed", role=Role.COMBINATION,
+                     walls=(5, 10))])
+    s.run("r4").removed, s.run("r5").removed = ["warmup"], ["compile_mode", "graph_capture", "warmup"]
     bisector.search(s, ["graph_capture", "compile_mode", "warmup"],
                     fails=lambda keep: {"graph_capture", "compile_mode"} <= set(keep))
     bisector.conclude(s)

@@ -22,6 +22,14 @@ Rules (the ids are stable: they are what a finding is reported under):
                    budget
   figure-budget    on a GPU, a stage that passed shows no time over its budget
   cost-measured    a fix's steady-state cost comes from timed benchmark cases of its own run
+  cause-fixes      a cause that changes the outcome has, for each of its suspects, a run with that suspect
+                   taken away that got past the failure; "fixes it" needs one that passed every stage the
+                   baseline ran. Runs that all failed support no such cause
+  cause-interaction an interaction has a run that kept all of its suspects and failed as the baseline did
+  cause-all-failed "too slow wherever it runs" needs variants, every one of which ended as the baseline did
+  cause-unchanged  "no toggle and no combination changed that" needs that no variant got past the failure
+  cleared-same     each run behind "not the cause" ended the way the baseline did, at the same point
+  figure-equal     a figure a conclusion states (seconds saved, a fix's µs per call) is what its runs give
 
 Each finding names the claim (claims.py) it is about by the claim's key.
 """
@@ -30,13 +38,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
-from diagnose.analysis.measures import steady_us
-from diagnose.session import Run, Session
+from diagnose.analysis.comparison import compare, passed_all, seconds_saved
+from diagnose.analysis.measures import geomean, steady_us
+from diagnose.analysis.unfixed import variant_runs
+from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
-         "figure-budget", "cost-measured")
+         "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
+         "cause-unchanged", "cleared-same", "figure-equal")
 
 
 @dataclass(frozen=True)
@@ -181,11 +192,84 @@ def _costs(s: Session) -> list[Finding]:
             for c in s.fix.costs if c.steady_us is not None and not (s.run(c.run) and steady_us(s.run(c.run)))]
 
 
+def _removes(r: Run, probe: str) -> bool:
+    return (r.role == Role.SINGLE and r.probe == probe) or (r.role == Role.COMBINATION and probe in r.removed)
+
+
+def _outcome_cause(s: Session, c, key: str, base: Run, variants: list[Run]) -> list[Finding]:
+    out = []
+    for p in c.suspects:
+        without = [r for r in variants if _removes(r, p)]
+        past = [r for r in without if compare(s, base, r) == "fixed"]
+        if not past:
+            tried = f"{', '.join(r.id for r in without)} took it away and still failed" if without else \
+                "no run took it away"
+            out.append(Finding("cause-fixes", key, f"nothing shows that removing {p} gets past the failure: {tried}"))
+        elif "fixes it" in c.narrative and not any(passed_all(base, r) for r in past):
+            out.append(Finding("cause-fixes", key, f"it says 'fixes it', but no run without {p} "
+                                                   f"({', '.join(r.id for r in past)}) passed every stage the "
+                                                   f"baseline ran"))
+    if len(c.suspects) > 1 and not any(
+            r is base or (not any(_removes(r, p) for p in c.suspects) and compare(s, base, r) in ("same", "moved"))
+            for r in [base] + variants if r.id in c.evidence):
+        out.append(Finding("cause-interaction", key, "no run that kept all of its suspects failed as the baseline "
+                                                     "did"))
+    return out
+
+
+def _causes(s: Session) -> list[Finding]:
+    """Each cause re-derived from its runs: what it says follows from how they ended."""
+    base, out = s.baseline, []
+    if base is None:
+        return out
+    for c in s.causes:
+        key = cause_key(c)
+        variants = [r for r in (s.run(x) for x in c.evidence) if r is not None and r is not base]
+        if c.kind == "mechanism" and c.changes_outcome:
+            out += _outcome_cause(s, c, key, base, variants)
+        elif c.kind == "too_slow" and (not variants or any(r.outcome != base.outcome for r in variants)):
+            other = next((r for r in variants if r.outcome != base.outcome), None)
+            out.append(Finding("cause-all-failed", key, f"{other.id} ended {other.outcome}, not {base.outcome}"
+                               if other else "no variant ran to show that it fails wherever it runs"))
+        elif "no probe toggle and no combination" in c.narrative:
+            got = [r for r in variant_runs(s) if compare(s, base, r) == "fixed"]
+            if got:
+                out.append(Finding("cause-unchanged", key, f"{got[0].id} ({got[0].toggle or got[0].probe}) got past "
+                                                           f"the failure"))
+        if c.seconds_saved and not any(seconds_saved(s, base, r) == c.seconds_saved for r in variants):
+            out.append(Finding("figure-equal", key, "the seconds saved it states are not what any of its runs give"))
+    return out
+
+
+def _cleared_same(s: Session) -> list[Finding]:
+    base, out = s.baseline, []
+    for c in s.cleared:
+        for r in (s.run(x) for x in c.evidence):
+            if r is not None and base is not None and r is not base and compare(s, base, r) != "same":
+                out.append(Finding("cleared-same", cleared_key(c.probe), f"{r.id} did not end as the baseline did "
+                                                                         f"({r.outcome})"))
+    return out
+
+
+def _fix_figures(s: Session) -> list[Finding]:
+    f, out = s.fix, []
+    if f is None:
+        return out
+    for run_id, us, key in [(f.run, f.steady_us, "fix")] + [(c.run, c.steady_us, f"cost of {c.probe}: {c.toggle}")
+                                                           for c in f.costs]:
+        r = s.run(run_id)
+        got = geomean(steady_us(r).values()) if r else None
+        if us is not None and got is not None and abs(round(got, 2) - us) > 0.011:
+            out.append(Finding("figure-equal", key, f"states {us:.2f} µs per call; its run {run_id} gives "
+                                                    f"{got:.2f}"))
+    return out
+
+
 def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
     claims = derive(s) if claims is None else claims
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
-            _costs(s))
+            _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s))
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:

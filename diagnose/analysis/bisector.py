@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 
 from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later,
-                                          probe_site, seconds_saved, single_runs, toggle_rank)
+                                          passed_all, probe_site, seconds_saved, single_runs, toggle_rank)
 from diagnose.analysis.evidence import confirmations, effective
 from diagnose.analysis.findings import Cause, Cleared, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
@@ -63,17 +63,8 @@ def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
     return c
 
 
-# -- measurements derived from runs -------------------------------------------------------------------
-
-
-# -- how a variant compares with the baseline -----------------------------------------------------------
-
-
 def _failing(session: Session, base: Run) -> bool:
     return effective(session, base).outcome in FAILURES + (Status.AT_RISK,)
-
-
-_toggle_rank = toggle_rank
 
 
 # -- search ---------------------------------------------------------------------------------------------
@@ -107,7 +98,7 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
 
 
 def _fixers(session: Session, base: Run) -> list[Run]:
-    return [r for r in single_runs(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) in ("fixed", "moved")]
+    return [r for r in single_runs(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == "fixed"]
 
 
 def subsumed(session: Session, base: Run) -> set[str]:
@@ -116,7 +107,7 @@ def subsumed(session: Session, base: Run) -> set[str]:
     suspect names the cause, and the blunt toggle is an alternative fix."""
     fixers = _fixers(session, base)
     probes = {r.probe for r in fixers}
-    blunt = {p for p in probes if all(_toggle_rank(r) == 0 for r in fixers if r.probe == p)}
+    blunt = {p for p in probes if all(toggle_rank(r) == 0 for r in fixers if r.probe == p)}
     return {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
 
 
@@ -140,7 +131,8 @@ def conclude(session: Session) -> None:
     causes: list[Cause] = []
     minimal: list[str] = []
     if failing:
-        fixers = [r for r in singles if verdicts[r.id] in ("fixed", "moved") and BY_NAME[r.probe].INFO.fixes]
+        # a run that failed the same way, only later, fixed nothing: it is not a fixer (see _inconclusive)
+        fixers = [r for r in singles if verdicts[r.id] == "fixed" and BY_NAME[r.probe].INFO.fixes]
         # The search's combinations decide an interaction; a single fixing suspect decides itself (and
         # is recomputed here, as solo confirmations may have changed which singles fix it).
         fixing = fixing_probes(session, base)
@@ -186,6 +178,10 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
             elif r.exercised is False:
                 reasons.append(f"{r.toggle}: the run failed before reaching L{', L'.join(map(str, r.watched))} "
                                f"(the edited lines never executed), so it tested nothing")
+            elif verdicts[r.id] == "moved":
+                st = r.failed_stage
+                reasons.append(f"{r.toggle}: {r.id} still ended {r.outcome}, only later ({st.name}/{st.phase}): "
+                               f"removing it alone fixes nothing, and it is not cleared either")
             elif verdicts[r.id] == "broken":
                 reasons.append(f"{r.toggle}: the edit broke the program ({broken_by_edit(r)}), so its result is "
                                f"not weighed")
@@ -200,19 +196,23 @@ def _describe(probe: str, toggles: list[str]) -> str:
 
 def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> Cause:
     what = WORDS.get(effective(session, base).outcome, str(base.outcome))
-    by = {p: sorted([r for r in fixers if r.probe == p], key=_toggle_rank, reverse=True) for p in minimal}
+    by = {p: sorted([r for r in fixers if r.probe == p], key=toggle_rank, reverse=True) for p in minimal}
     combos = [r for r in session.runs if r.role == Role.COMBINATION and r.outcome not in NO_EVIDENCE]
     if len(minimal) > 1:
         named = " × ".join(_describe(p, [r.toggle for r in by[p]]) for p in minimal)
-        fixed_by = [r.toggle for p in minimal for r in by[p][:1]]
-        narrative = (f"{what.capitalize()} needs all of: {named}. Taking away any one of them fixes it "
-                     f"({'; '.join(fixed_by) or 'shown by the combination runs'}).")
+        leads = [r for p in minimal for r in by[p][:1]]
+        fixes = "fixes it" if len(leads) == len(minimal) and all(passed_all(base, r) for r in leads) else \
+            "gets past it"
+        narrative = (f"{what.capitalize()} needs all of: {named}. Taking away any one of them {fixes} "
+                     f"({'; '.join(r.toggle for r in leads) or 'shown by the combination runs'}).")
     else:
         p = minimal[0]
         d = _describe(p, [r.toggle for r in by[p]])
         lead = by[p][0] if by[p] else None
-        narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} fixes it." if lead else
-                                                                 "removing it fixes it.")
+        # "fixes it" only where a run without it passed every stage the baseline ran (audit: cause-fixes)
+        fixes = "fixes it" if lead and passed_all(base, lead) else "gets past it"
+        narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} {fixes}." if lead else
+                                                                 f"removing it {fixes}.")
         if lead and lead.outcome in FAILURES:
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
@@ -222,7 +222,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
             narrative += f" {reason}"
     deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 else [])
     conf, confirmed = confidence_of(session, deciding)
-    alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=_toggle_rank, reverse=True)
+    alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=toggle_rank, reverse=True)
                     if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]
     best = min((r for p in minimal for r in by[p]), key=lambda r: geomean(steady_us(r).values()) or math.inf,
                default=None)

@@ -83,6 +83,12 @@ def _got_past(run: Run, bp: tuple[int, str] | None) -> bool:
     return bool(run.stages) and all(s.status in (Status.OK, Status.AT_RISK) for s in run.stages)
 
 
+def passed_all(base: Run, run: Run) -> bool:
+    """The run went through every stage the baseline was given, and passed each one."""
+    return [s.name for s in run.stages] == [s.name for s in base.stages] and \
+        all(s.status == Status.OK for s in run.stages)
+
+
 def broken_by_edit(run: Run) -> str | None:
     """The variant failed because the edit broke the program: an error type an edit makes, raised at an
     edited line or before the code could run. Returns the error, or None."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 
 from diagnose.analysis import evidence
-from diagnose.analysis.comparison import toggle_rank
+from diagnose.analysis.comparison import passed_all, toggle_rank
 from diagnose.analysis.evidence import effective
 from diagnose.analysis.findings import Fix, FixCost
 from diagnose.analysis.measures import geomean, steady_us
@@ -26,11 +26,10 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
         return None
     # A fix must have gone through every stage the baseline was given (a run that stopped at the failing
     # stage has not shown that it fits the later budgets), and may not be a doubtful pass.
-    wanted = [s.name for s in base.stages]
     good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
             and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
             and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
-            and [s.name for s in r.stages] == wanted and all(s.status == Status.OK for s in r.stages)
+            and passed_all(base, r)
             and effective(session, r).outcome == Status.OK]
     if not good:
         return None

@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
+from diagnose.analysis.evidence import effective
 from diagnose.analysis.findings import Cause, Inconclusive
-from diagnose.session import Run, Session
-from diagnose.status import UNEXPLAINED, Confidence, Status
+from diagnose.session import Role, Run, Session
+from diagnose.status import NO_EVIDENCE, UNEXPLAINED, Confidence, Status
 from probes import BY_NAME
 
 
@@ -47,6 +48,20 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         return Cause(rank=0, suspects=[owner or moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
                      changes_outcome=False, evidence=[base.id, moved.id],
                      site=site if owner else probe_site(session, moved.probe), confirmed=confirmed)
+    every = _all_failed_alike(session, base) if st.status == Status.TIMEOUT else []
+    if every:
+        where = f"line {site['line']}" if site else (st.phase or "start-up")
+        inside = f" The time goes into {hotspots.describe(hot)}." if hot else ""
+        together = " and with every suspect removed together" if any(r.removed for r in every) else ""
+        narrative = (f"The work itself is too slow wherever it runs: {base.id} was still running at {where} when "
+                     f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
+                     f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
+                     f"accounts for it.{inside}")
+        conf, confirmed = confidence_of(session, [base])
+        return Cause(rank=0, suspects=[owner] if owner else [], kind="too_slow", narrative=narrative,
+                     confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
+                     site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
+                                   if hot else None), confirmed=confirmed, hot_spot=hot)
     none = "no probe found a suspect to toggle" if not single_runs(session) else \
         "no probe toggle and no combination of them changed that"
     if hot:
@@ -84,6 +99,20 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                          (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
+
+def variant_runs(session: Session) -> list[Run]:
+    """The variants that say something: single toggles and the bisector's combinations that ran."""
+    singles = {r.id for r in single_runs(session)}
+    return [r for r in session.runs if (r.id in singles or r.role == Role.COMBINATION)
+            and effective(session, r).outcome not in NO_EVIDENCE and r.exercised is not False]
+
+
+def _all_failed_alike(session: Session, base: Run) -> list[Run]:
+    """Every variant that ran ended as the baseline did (a timeout), wherever in its stages: the runs, or []
+    when there are none or one of them ended otherwise."""
+    runs = variant_runs(session)
+    return runs if runs and all(r.outcome == base.outcome for r in runs) else []
 
 
 def _return_line(session: Session) -> dict | None:

@@ -73,7 +73,9 @@ class Planning:
         if not self._wait(self._states[run.id].done):
             return None
         verdict = comparison.compare(self.session, base, run) if run is not base else "same"
-        return {"same": True, "fixed": False, "moved": False}.get(verdict)
+        # a failure of the same kind that only came later still fails: the suspects kept are not shown to be
+        # needed for it, so only a run that got past the failure answers "no"
+        return {"same": True, "moved": True, "fixed": False}.get(verdict)
 
     @staticmethod
     def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
