@@ -93,3 +93,26 @@ def test_a_compile_that_never_happened_is_not_cleared(tmp_path):
     assert not any(c["probe"] == "compile_mode" for c in s["cleared"]), s["cleared"]
     inc = next(i for i in s["inconclusive"] if i["probe"] == "compile_mode")
     assert "nothing to remove" in inc["reason"], inc
+
+
+def test_runs_that_all_time_out_name_no_interaction_and_no_fix(tmp_path):
+    """The issue's case: compiled at import, 45 s of sleep at import, a warmup per shape. Every run times out,
+    the import deferral only later; the bisector must not turn that into 'A x B, removing either fixes it'."""
+    hung = stage("test", "timeout", wall=15, budget=15, message="exceeded the 15 s budget in submission_import")
+    hung.phase, hung.phases = "submission_import", hung.phases[:2]
+    later = stage("test", "timeout", wall=15, budget=15, message="exceeded the 15 s budget in first_call")
+    later.phase = "first_call:256x512x256"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"runs": [{"match": {"toggle": "defer import work"}, "stages": [_d(later)]},
+                                           {"match": {"toggle": "all suspects removed"}, "stages": [_d(later)]}],
+                                  "default": [_d(hung)]}))
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "trust" / "slow_everywhere.py", "--stages", "test", "--budget", "15",
+              "--runner", f"scripted:{script}", "--out", out, timeout=120)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout + res.stderr
+    assert s["fix"] is None and all(c["kind"] == "too_slow" and not c["changes_outcome"] for c in s["causes"])
+    assert "fixes it" not in res.stdout and " × " not in res.stdout, res.stdout
+    assert s["causes"] and "too slow" in s["causes"][0]["narrative"]
+    audit = cli("report", out / "session.json", "--audit")
+    assert audit.returncode == 0 and "UNSUPPORTED" not in audit.stdout, audit.stdout

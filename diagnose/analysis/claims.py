@@ -87,21 +87,22 @@ def derive(s: Session) -> list[Claim]:
         conf = f"confidence {c.confidence}; " + ("changes the outcome" if c.changes_outcome else "time only") + \
             ("" if c.confirmed else ", unconfirmed")
         out.append(Claim(cause_key(c), "cause", cause_name(c), c.narrative, tuple(c.evidence),
-                         ("claim-runs", "high-confirmed"), conf))
+                         ("claim-runs", "high-confirmed", "cause-fixes", "cause-interaction", "cause-all-failed",
+                          "cause-unchanged", "figure-equal"), conf))
     for c in s.cleared:
         out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
-                         ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site"),
+                         ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same"),
                          "" if c.confirmed else "unconfirmed"))
     for i in s.inconclusive:
         out.append(Claim(f"{i.probe} is inconclusive", "inconclusive", i.probe, i.reason, tuple(i.evidence),
                          ("claim-runs",)))
     if s.fix:
         out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
-                         ("claim-runs", "fix-passes", "fix-cause")))
+                         ("claim-runs", "fix-passes", "fix-cause", "figure-equal")))
         for c in s.fix.costs:
             us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
             out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",
-                             f"steady state {us} per call", (c.run,), ("cost-measured",)))
+                             f"steady state {us} per call", (c.run,), ("cost-measured", "figure-equal")))
     return out
 
 

@@ -136,7 +136,7 @@ def _evaluator(t) -> str:
 
 
 def prepare(i: Inputs) -> Prepared:
-    from diagnose.runs.runner.container import left_out
+    from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.runner.stages import RunSettings
     from diagnose.source.scan import scan_source
     from diagnose.session import Session
@@ -165,7 +165,7 @@ def prepare(i: Inputs) -> Prepared:
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
                  "compile_step": compile_step, "ranking_by": t.ranking_by,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
-                 "container": {"dropped_env": left_out(os.environ)}},
+                 "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ)}},
         scan=scan_source(sub.source, sub.tree).to_list())
     jobs = i.jobs or device.default_jobs()
     if t.world_size > 1:

@@ -63,6 +63,24 @@ def state(s: Session) -> list[str]:
     return out
 
 
+def env_sentence(env: dict) -> str:
+    """The run's environment as a report states it: what of this machine's it did not get, with values."""
+    def named(d: dict) -> str:
+        return "; ".join(f"`{k}={v}`".replace("|", "\\|") for k, v in sorted(d.items()))
+    parts = ["the harness container's: an allowlist of this machine's variables (PATH, locale, the CUDA "
+             "installation and devices) and the container's own places"]
+    if env.get("left_out"):
+        parts.append(f"left out, though they change Python, compilers, caches, numerics or allocation: "
+                     f"{named(env['left_out'])}")
+    if env.get("replaced"):
+        parts.append(f"replaced by the container's own: {named(env['replaced'])}")
+    if env.get("others_left_out"):
+        parts.append(f"{env['others_left_out']} other variable(s) of this machine's left out")
+    if env.get("kept_on_request"):
+        parts.append(f"kept at your request (DIAGNOSE_KEEP_ENV): {', '.join(env['kept_on_request'])}")
+    return ". ".join(parts)
+
+
 def container_rows(s: Session) -> list[tuple[str, str]]:
     h = s.harness
     if "container" not in h:
@@ -80,7 +98,10 @@ def container_rows(s: Session) -> list[tuple[str, str]]:
     rows = [("container", "a fresh one per run, shared by that run's steps and by no other run: its own HOME, XDG "
                           "directories, TMPDIR, torch/Inductor/Triton/CUDA caches and extension builds, and working "
                           f"directory; {how}{why}")]
-    if dropped:
+    env = box.get("env")
+    if env is not None:
+        rows.append(("environment", env_sentence(env)))
+    elif dropped:
         rows.append(("environment", f"this machine's, less {len(dropped)} variable(s) a harness container does not "
                                     f"have: {', '.join(dropped[:12])}{' …' if len(dropped) > 12 else ''}"))
     if "compile_step" in h:

@@ -79,6 +79,8 @@ class WorkerSpec:
     watch: list = field(default_factory=list)   # edited lines to report when they execute
     sample: bool = True              # run the line sampler
     private_mounts: bool = True      # a private /tmp and /dev/shm where the kernel allows it
+    tool_paths: list = field(default_factory=list)   # what the runner put on PYTHONPATH: the worker hides it
+    argv: list = field(default_factory=list)         # sys.argv as the harness's process has it
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

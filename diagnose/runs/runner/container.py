@@ -11,9 +11,9 @@ stages of that run, as the harness's steps share their container, and by no othe
               removes them after it; whatever else the submission writes there stays for the next stage
   .diagnose/  the tool's own files (specs, stacks): never part of the container's state
 
-The child's environment is this machine's, less every variable that points state somewhere else or
-changes how torch, Inductor, Triton or Helion compile (the harness sets none of them); the names that
-were left out are recorded, never their values.
+The child's environment is the harness container's: a short allowlist of this machine's variables (ALLOWED)
+and the container's own places; nothing else of this machine's reaches a run. The variables left out or
+replaced that change Python, compilers, caches, numerics or allocation are recorded with their values.
 
 Between steps the runner snapshots the container (`snapshot`): what a step added or changed is what that
 step wrote, whoever wrote it (the submission, torch, or a compiler it started).
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import site
 import sys
@@ -35,11 +36,23 @@ SHOWN = {"home": "~", "tmp": "/tmp", "shm": "/dev/shm", "work": "."}
 GROUP_DEPTH = {"home": 4, "tmp": 1, "shm": 1, "work": 1}
 MAX_FILES = 20000          # a snapshot stops counting here: a submission may write millions of files
 
-# Variables a harness container does not have: they point state elsewhere or change how code compiles.
-DROP_NAMES = {"HOME", "TMPDIR", "TMP", "TEMP", "TORCH_HOME", "TORCH_EXTENSIONS_DIR", "PYTORCH_KERNEL_CACHE_PATH",
-              "CUDA_CACHE_PATH", "CUDA_CACHE_DISABLE", "CUDA_CACHE_MAXSIZE", "PYTHONSTARTUP", "PYTHONUSERBASE",
-              "PYTHONHOME", "TORCH_LOGS", "TORCH_TRACE", "TORCH_CUDA_ARCH_LIST", "MAX_JOBS"}
-DROP_PREFIXES = ("XDG_", "TORCHINDUCTOR_", "TORCHDYNAMO_", "TORCH_COMPILE_", "TRITON_", "HELION_", "INDUCTOR_")
+# The harness's container environment is its image's own, plus POPCORN_*: nothing of the competitor's
+# machine. A run gets this machine's values of these names only, and the container's places below. What a
+# harness container has: a search path, a locale, the CUDA installation it was built with and the devices it
+# may use. Three NVLink-multicast switches stay as this machine sets them: a program that uses multicast
+# can put shared GPUs out of service.
+ALLOWED = {"PATH", "LANG", "LANGUAGE", "TZ", "TERM", "USER", "LOGNAME", "SHELL", "HOSTNAME", "LD_LIBRARY_PATH",
+           "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+           "VIRTUAL_ENV", "CONDA_PREFIX", "OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE",
+           "NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS"}
+ALLOWED_PREFIXES = ("LC_",)
+KEEP_ENV = "DIAGNOSE_KEEP_ENV"     # NAME,NAME: variables the user asks to pass on anyway (named in the report)
+# Left out or replaced, these change Python, compilers, caches, numerics or allocation: a report names them
+# with their values. Any other variable left out is only counted (it may hold a secret).
+_CONSEQUENTIAL = re.compile(
+    r"^(PYTHON.*|TORCH.*|PYTORCH.*|TRITON.*|INDUCTOR.*|HELION.*|CUTE.*|CUTLASS.*|NUMBA.*|CUPY.*|CUDA.*|NVCC.*|"
+    r"NVIDIA_TF32_OVERRIDE|CUBLAS.*|CUBLASLT.*|CUDNN.*|NCCL.*|OMP_.*|MKL.*|KMP_.*|XDG_.*|.*_CACHE.*|HOME|TMPDIR|"
+    r"TMP|TEMP|CC|CXX|CPP|LD|CFLAGS|CXXFLAGS|CPPFLAGS|LDFLAGS|LD_PRELOAD|MAX_JOBS|TORCH_CUDA_ARCH_LIST)$")
 
 
 class Container:
@@ -63,7 +76,7 @@ class Container:
     def env(self, base: dict[str, str]) -> dict[str, str]:
         """The child's environment: this machine's, less `dropped_env`, with the container's places."""
         dropped = set(dropped_env(base))
-        env = {k: v for k, v in base.items() if k not in dropped}
+        env = {k: v for k, v in base.items() if k not in dropped and k != KEEP_ENV}
         home, tmp = self.root / "home", self.root / "tmp"
         user = _user()
         env.update({
@@ -122,11 +135,20 @@ class Container:
                 path.unlink()
             path.write_bytes(data)
 
+    def cases_file(self, lines: list[str]) -> Path:
+        """The stage's cases, where kernelbot's NamedTemporaryFile puts them: a tmpXXXXXXXX in the container's
+        /tmp, removed with the stage's files."""
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="tmp", dir=self.root / "tmp")
+        with os.fdopen(fd, "w") as fh:
+            fh.write("".join(line + "\n" for line in lines))
+        return Path(path)
+
     def unplace(self, names) -> None:
         """Remove the stage's files again, as the harness does after each stage."""
         for name in names:
             try:
-                (self.work / name).unlink()
+                (self.work / name).unlink()     # an absolute path (the cases file) replaces the work dir
             except (FileNotFoundError, IsADirectoryError, PermissionError):
                 pass
 
@@ -137,14 +159,34 @@ REPLACED = {"HOME", "TMPDIR", "TMP", "TEMP", "XDG_CACHE_HOME", "XDG_CONFIG_HOME"
             "CUDA_CACHE_PATH"}
 
 
+def kept_by_request(base) -> set[str]:
+    return {n.strip() for n in (base.get(KEEP_ENV) or "").split(",") if n.strip()}
+
+
+def _allowed(name: str, asked: set[str]) -> bool:
+    return name in ALLOWED or name.startswith(ALLOWED_PREFIXES) or name in asked
+
+
 def dropped_env(base) -> list[str]:
-    """The names of this machine's variables that a run does not get (their values are never recorded)."""
-    return sorted(k for k in base if k in DROP_NAMES or k.startswith(DROP_PREFIXES))
+    """The names of this machine's variables that a run does not get from it."""
+    asked = kept_by_request(base)
+    return sorted(k for k in base if not _allowed(k, asked) or k in REPLACED)
 
 
 def left_out(base) -> list[str]:
-    """Of those, the ones no run gets any value for: what a report names."""
+    """Of those, the ones no run gets any value for."""
     return [k for k in dropped_env(base) if k not in REPLACED]
+
+
+def env_record(base) -> dict:
+    """What a report says about the run's environment: each consequential variable of this machine's that
+    was left out or replaced, with its value; how many others were left out; what was kept on request."""
+    dropped = dropped_env(base)
+    named = [k for k in dropped if _CONSEQUENTIAL.match(k)]
+    return {"left_out": {k: base[k] for k in named if k not in REPLACED},
+            "replaced": {k: base[k] for k in named if k in REPLACED},
+            "others_left_out": len([k for k in dropped if k not in named and k != KEEP_ENV]),
+            "kept_on_request": sorted(kept_by_request(base) & set(base))}
 
 
 def changed(before: dict, after: dict) -> dict[str, int]:

@@ -77,6 +77,26 @@ class ChildResult:
     overlapped: list[str] = field(default_factory=list)
     report: str = ""                   # a problem's evaluator's own report (POPCORN_FD), when it ran one
     kernel_waits: str = ""             # when no Python stack came: each thread's kernel wait channel
+    exited_s: float | None = None      # the process had exited this long after its start, but its stdout or
+    held_by: list[str] = field(default_factory=list)   # stderr stayed open: held by these processes
+    lingering: object = None           # linger=True: the ProcessTree whose processes outlived the step
+
+
+def _deadline_reason(res: ChildResult, now: float, held_up: float, limits: "Limits", stop) -> str | None:
+    if now - res.start_t - held_up > limits.budget_s:
+        return "deadline"
+    if limits.max_rss_mb and res.peak_rss_mb > limits.max_rss_mb:
+        return "max_rss"
+    if stop is not None and stop.is_set():
+        return "interrupted"
+    return None
+
+
+def describe_process(p: psutil.Process) -> str:
+    try:
+        return f"pid {p.pid}: {' '.join(p.cmdline())[:200] or p.name()}"
+    except psutil.Error:
+        return f"pid {p.pid}"
 
 
 class _Tail(threading.Thread):
@@ -107,10 +127,11 @@ class Limits:
 
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
-              on_event=None, others=None, report: bool = False) -> ChildResult:
+              on_event=None, others=None, report: bool = False, linger: bool = False) -> ChildResult:
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
-    a descriptor for a problem evaluator's own report, read back into ChildResult.report."""
+    a descriptor for a problem evaluator's own report, read back into ChildResult.report; `linger` leaves
+    what the process started alive at its end (ChildResult.lingering), as a harness container does."""
     ensure_keeper()
     marker = uuid.uuid4().hex
     owner = owner or marker
@@ -199,13 +220,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             if others is not None:
                 overlapped |= set(others())
             held_up = arbiter.held_up(owner, now) if arbiter else 0.0
-            reason = None
-            if now - res.start_t - held_up > limits.budget_s:
-                reason = "deadline"
-            elif limits.max_rss_mb and res.peak_rss_mb > limits.max_rss_mb:
-                reason = "max_rss"
-            elif stop is not None and stop.is_set():
-                reason = "interrupted"
+            reason = _deadline_reason(res, now, held_up, limits, stop)
             if reason:
                 res.killed, res.kill_t = reason, now
                 dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"
@@ -223,10 +238,35 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
                 if spawned:
                     time.sleep(0.5)     # their files, too, need a moment
                 break
+        if not res.killed:
+            # The harness's subprocess.run waits for the process to exit AND for its stdout and stderr to
+            # close: a child that inherited them (a forgotten monitor) keeps the step open to its deadline.
+            exited = time.time()
+            while (out.is_alive() or err.is_alive()) and not res.killed:
+                drain(POLL_S / 2)
+                now = time.time()
+                tree.scan()
+                res.max_procs = max(res.max_procs, len(tree.procs))
+                res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
+                held_up = arbiter.held_up(owner, now) if arbiter else 0.0
+                reason = _deadline_reason(res, now, held_up, limits, stop)
+                if reason:
+                    res.killed, res.kill_t = reason, now
+                    res.exited_s = round(exited - res.start_t, 4)
+                    res.held_by = [describe_process(p) for p in tree.alive() if p.pid != proc.pid][:5]
         tree.measure()
         if arbiter:      # before the kill: a section this child held ends, and its pauses close, now
             arbiter.forget(owner)
-        res.survivors = tree.kill_all(proc.pid)
+        if linger and res.killed not in ("max_rss", "interrupted"):
+            # As in the harness's container: the step's own process ends (the harness kills only it), what it
+            # started lives on until the run's container ends (StageRunner kills it then)
+            try:
+                proc.kill()
+            except OSError:
+                pass
+            res.lingering = tree
+        else:
+            res.survivors = tree.kill_all(proc.pid)
         rc = proc.wait()
     finally:
         if arbiter:

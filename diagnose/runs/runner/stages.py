@@ -24,13 +24,13 @@ from diagnose.runs.protocol import WorkerSpec
 from diagnose.runs.runner import TOOL_ROOT, Job
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
-from diagnose.runs.runner.isolate import Limits, python_argv, run_child
+from diagnose.runs.runner.isolate import Limits, describe_process, python_argv, run_child
 from diagnose.runs.runner.process_tree import TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run, StageResult
 from diagnose.status import ENDS_RUN, Status
-from diagnose.tasks.loader import Task, stage_files
+from diagnose.tasks.loader import Task, spec_line, stage_cases, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
 
@@ -90,6 +90,7 @@ class StageRunner:
         self._snaps: dict[str, dict] = {}          # run id -> the container's files after its last step
         self._gpu_of: dict[str, str | None] = {}
         self._active: Counter[str] = Counter()     # run id -> stages executing now
+        self._lingering: dict[str, list] = {}       # run id -> the process trees its steps left alive
         self._tmp = Path(tempfile.mkdtemp(prefix=f"{TMP_PREFIX}{os.getpid()}-"))   # the keeper finds it by our pid
 
     # -- bookkeeping -----------------------------------------------------------------------------
@@ -112,7 +113,9 @@ class StageRunner:
             return [r for r, n in self._active.items() if n and r != run_id]
 
     def close(self) -> str | None:
-        """Remove every run's directory, unless --keep: then say where they are."""
+        """End what any run left alive; remove every run's directory, unless --keep: then say where they are."""
+        for run_id in list(self._lingering):
+            self._end_lingering(run_id)
         if self.settings.keep:
             return str(self._tmp)
         shutil.rmtree(self._tmp, ignore_errors=True)
@@ -125,38 +128,61 @@ class StageRunner:
         gpu = self._gpu_of[run.id]
         env = child_env(box, s, gpu)
         arbiter = self.arbiters.get(gpu)
-        for stage in job.stages:
-            if stop.is_set():
-                break
-            st = self._stage(run, job, stage, box, env, arbiter, stop)
-            run.stages.append(st)
-            run.outcome = outcome_of(run.stages)
-            ended = st.status in ENDS_RUN
-            if ended:
-                later = s.stages[s.stages.index(stage) + 1:] if stage in s.stages else []
-                run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=s.budgets[n]) for n in later]
+        try:
+            for stage in job.stages:
+                if stop.is_set():
+                    break
+                st = self._stage(run, job, stage, box, env, arbiter, stop)
+                run.stages.append(st)
+                run.outcome = outcome_of(run.stages)
+                ended = st.status in ENDS_RUN
+                if ended:
+                    later = s.stages[s.stages.index(stage) + 1:] if stage in s.stages else []
+                    run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=s.budgets[n]) for n in later]
+                if ended or stage == job.stages[-1]:
+                    break
+                on_stage(run)
+        finally:
+            # the container ends with the run's last stage here: what its steps started ends with it
+            ended = self._end_lingering(run.id)
+            last = next((st for st in reversed(run.stages) if st.status != Status.SKIPPED), None)
+            if ended and last is not None:
+                last.state["outlived"] = ended
+        if run.stages:
             on_stage(run)
-            if ended:
-                break
+
+    def _end_lingering(self, run_id: str) -> list[str]:
+        """Kill every process the run's steps left alive (as the harness's container ends them), and say which."""
+        with self._lock:
+            trees = self._lingering.pop(run_id, [])
+        seen: list[str] = []
+        for tree in trees:
+            tree.scan()
+            seen += [describe_process(p) for p in tree.alive()]
+            tree.kill_all(tree.root.pid)
+        return seen
 
     def _stage(self, run: Run, job: Job, stage: str, box: Container, env: dict, arbiter, stop) -> StageResult:
         """One harness stage: its files placed, the compile step, the stage, its files removed."""
         s = self.settings
         files = stage_files(s.task, job.source)
         box.place(files)
+        cases = box.cases_file([spec_line(c) for c in stage_cases(s.task.to_dict(), stage)]) \
+            if stage in harness.JUDGED else None
+        argv = [s.task.evaluator or "eval.py", stage, str(cases)] if cases else ["submission.py"]
         self._snaps[run.id] = box.snapshot()     # the harness's own files are not state the submission kept
         try:
             step = None
             if s.compile_step and stage in harness.JUDGED:
-                step = self._step(run, job, stage, "compile", box, env, arbiter, stop)
+                step = self._step(run, job, stage, "compile", box, env, arbiter, stop, ["submission.py"])
                 if step.status == Status.INTERRUPTED:
                     return StageResult(name=stage, status=Status.INTERRUPTED, budget_s=s.budgets.get(stage, 0.0),
                                        message="interrupted by the user in the compile step before it",
                                        compile_step=step)
-            st = self._step(run, job, stage, stage, box, env, arbiter, stop)
+            st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv)
             st.compile_step = step
         finally:
-            box.unplace(files)
+            box.unplace(list(files) + ([cases] if cases else []))
         budget = st.budget_s
         if s.depth == "full":
             st.predicted_s = st.charged_s if st.status == Status.OK else None
@@ -173,7 +199,7 @@ class StageRunner:
         return st
 
     def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
-              stop) -> StageResult:
+              stop, argv: list[str]) -> StageResult:
         """One child process in the run's container: the stage itself, or (what="compile") its compile step.
         What the container gained meanwhile is what this step wrote."""
         s = self.settings
@@ -185,7 +211,8 @@ class StageRunner:
         spec = WorkerSpec(submission=submission, stage=what, task=s.task.to_dict(), budget_s=budget,
                           root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
                           sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
-                          watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts)
+                          watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts,
+                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv)
         spec_path = box.tool / f"{tag}.spec.json"
         spec_path.write_text(spec.to_json())
 
@@ -198,7 +225,10 @@ class StageRunner:
             child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
                               limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
                               stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
-                              report=evaluated)
+                              report=evaluated, linger=True)
+            if child.lingering is not None:
+                with self._lock:
+                    self._lingering.setdefault(run.id, []).append(child.lingering)
         finally:
             with self._lock:
                 self._active[run.id] -= 1

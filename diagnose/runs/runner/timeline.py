@@ -125,6 +125,15 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
         st.message = ("; ".join(e["what"] for e in tamper[:3]) if tamper else
                       f"the submission wrote a 'stage done' to the tool's channel while "
                       f"{', '.join(sorted(forged))} was still running")
+    elif child.killed == "deadline" and child.exited_s is not None:
+        st.phases.append(Phase("outputs_open", child.exited_s, round(t_last - t0, 4), open=True, ok=False))
+        st.status, st.phase = Status.TIMEOUT, "outputs_open"
+        spawn = [e for e in child.events if e["k"] == "state" and e.get("op") == "spawn" and e.get("line")]
+        st.site = frames_site([{"file": spawn[-1]["file"], "line": spawn[-1]["line"], "func": "", "code": ""}],
+                              submission_file) if spawn else None
+        st.message = (f"the process exited {child.exited_s:.1f} s in, but its stdout or stderr stayed open until the "
+                      f"{budget_s:g} s budget ran out ({'; '.join(child.held_by) or 'held by a process it started'}): "
+                      f"the harness waits for both to close")
     elif child.killed == "deadline":
         st.status, st.phase = Status.TIMEOUT, innermost_open
         st.site = stack_site(child.stacks, submission_file)

@@ -20,20 +20,19 @@ import types
 
 from diagnose.runs.protocol import CHILD_ENV
 from diagnose.runs.worker.hooks import Hooks
-from diagnose.tasks.loader import spec_line, stage_cases
-
-MODES = {"test": "test", "benchmark": "benchmark", "leaderboard": "leaderboard"}
-
 
 def _spawn_with_bootstrap(ctx, fds: list[int]) -> None:
     """Children spawned by multiprocessing run diagnose.runs.worker.bootstrap first, and inherit our
     descriptors (spawn closes every other one)."""
     orig_cmd, orig_spawn = multiprocessing.spawn.get_command_line, multiprocessing.util.spawnv_passfds
 
+    # the tool's own import path reaches the child on its command line, never in its environment
+    first = f"import sys; sys.path[:0] = {list(ctx.spec.tool_paths)!r}; import diagnose.runs.worker.bootstrap; "
+
     def get_command_line(**kwds):
         cmd = orig_cmd(**kwds)
         return [c.replace("from multiprocessing.spawn import spawn_main",
-                          "import diagnose.runs.worker.bootstrap; from multiprocessing.spawn import spawn_main", 1)
+                          first + "from multiprocessing.spawn import spawn_main", 1)
                 if isinstance(c, str) else c for c in cmd]
 
     def spawnv_passfds(path, args, passfds):
@@ -64,9 +63,6 @@ def _run_as_main(path: str) -> None:
 def stage_evaluator(ctx) -> str:
     spec = ctx.spec
     task = spec.task
-    cases = stage_cases(task, spec.stage)
-    with open("cases.txt", "w") as fh:
-        fh.write("\n".join(spec_line(c) for c in cases) + "\n")
     ev_fd, popcorn_fd = ctx.ch._fd, ctx.report_fd
     os.set_inheritable(popcorn_fd, True)
     os.environ["POPCORN_FD"] = str(popcorn_fd)
@@ -78,8 +74,7 @@ def stage_evaluator(ctx) -> str:
     hooks = Hooks(ctx.ins, ctx.guard)
     hooks.install()
     ctx.judges = hooks.judges
-    entry = os.path.join(os.getcwd(), task["evaluator"])
-    sys.argv = [entry, MODES[spec.stage], "cases.txt"]
+    entry = os.path.join(os.getcwd(), task["evaluator"])     # sys.argv is the harness's already (main.py)
     code = 0
     try:
         _run_as_main(entry)

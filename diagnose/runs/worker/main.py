@@ -8,7 +8,10 @@ harness's process for that stage ends.
 - The other stages of the built-in model follow the evaluator it models (GPU MODE's
   eval_better_bench.py): the submission runs in a spawned pool worker, which the pool terminates when
   the stage is done, so the submission's threads and atexit handlers never hold that stage up. The
-  worker ends the same way, at once, after saying so.
+  worker ends the same way, at once, after saying so. A problem's own eval.py exits as the compile step
+  does: through the interpreter.
+- Nothing the submission started is killed here: in the harness it lives on in the container (and holds
+  the step open if it inherited stdout or stderr). The runner ends it when the run's container ends.
 
 Exit codes: 0 the stage finished (ok or wrong: see the stage_done event), 1 the submission raised,
 3 the worker itself failed before the stage could start.
@@ -82,21 +85,6 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
     return None
 
 
-def _kill_descendants() -> None:
-    """Before this process leaves: the submission's detached processes were re-parented to it (it is a
-    subreaper, see diagnose/runs/subreaper.py); once it is gone they would be nobody's, so they go first."""
-    import psutil
-    try:
-        kids = psutil.Process().children(recursive=True)
-    except psutil.Error:
-        return
-    for k in kids:
-        try:
-            k.kill()
-        except psutil.Error:
-            pass
-
-
 def _fds() -> tuple[int, int, int, int | None]:
     raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
     return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
@@ -107,6 +95,10 @@ def main(spec_path: str) -> int:
     with open(spec_path) as fh:
         spec = WorkerSpec.from_json(fh.read())
     ev_fd, rep_fd, stacks_fd, report_fd = _fds()
+    # The harness's process has no PYTHONPATH: the tool's own entries stay on sys.path (this process needs
+    # them), and leave the environment that the submission and its processes see.
+    if spec.tool_paths and os.environ.get("PYTHONPATH", "").split(os.pathsep) == list(spec.tool_paths):
+        del os.environ["PYTHONPATH"]
     # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
     walls = container.enter(spec.root) if spec.private_mounts else \
         {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
@@ -133,7 +125,6 @@ def main(spec_path: str) -> int:
             if "interpreter_exit" in ch.phases:
                 ch.end("interpreter_exit", ok=True)
             ch.emit("exit_clean")
-            _kill_descendants()
             dog.resume_parent()
     atexit.register(clean_exit)   # first registered, so it runs last
     ch.emit("worker_start", stage=spec.stage, dump_tid=dog.native_id)
@@ -158,6 +149,8 @@ def main(spec_path: str) -> int:
         guard.watch_clocks(torch)
         ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard, report_fd=report_fd)
         evaluator = spec.evaluated
+        if spec.argv:        # the harness's argv, never the worker's own
+            sys.argv, sys.orig_argv = list(spec.argv), ["python3", *spec.argv]
         if spec.stage != "compile" and not evaluator:
             with ins.phase("reference_import"):
                 load_reference(ctx)
@@ -196,10 +189,14 @@ def main(spec_path: str) -> int:
     ch.emit("stage_done", status=status, t=time.time())
     sys.stdout.flush()
     sys.stderr.flush()
-    if spec.stage != "compile":
+    if spec.stage != "compile" and not evaluator:
+        # the built-in model's submission runs in the evaluator's pool worker, which the pool terminates:
+        # its threads and atexit handlers never hold the stage up. What it started lives on (the runner
+        # ends it with the run's container), and keeps the stage open if it holds stdout or stderr.
         ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
-        _kill_descendants()
         dog.resume_parent()
         os._exit(0)
+    # `python3 submission.py`, and a problem's own `python3 eval.py`: the interpreter's own exit, which waits
+    # for non-daemon threads and runs atexit handlers
     ch.begin("interpreter_exit")
     return 0

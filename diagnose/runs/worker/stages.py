@@ -6,6 +6,7 @@ main.py, which records them. Timing follows the GPU MODE method (harness.py has 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 import types
 from dataclasses import dataclass
@@ -55,21 +56,20 @@ def import_module_from(path: str, name: str, ctx: Ctx | None = None):
 
 
 def run_as_main(path: str, ctx: Ctx) -> None:
-    """`python3 submission.py`: the file runs as the __main__ module, as the harness's compile step runs it."""
+    """`python3 submission.py`: the file runs as the __main__ module, as the harness's compile step runs it
+    (sys.argv is already the harness's: WorkerSpec.argv)."""
     mod = types.ModuleType("__main__")
     mod.__dict__.update(__file__=path, __builtins__=__builtins__, __cached__=None)
-    saved, argv0 = sys.modules.get("__main__"), sys.argv[0]
-    sys.modules["__main__"], sys.argv[0] = mod, path
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = mod
     try:
         exec(_code(path, ctx), mod.__dict__)
     finally:
-        sys.argv[0] = argv0
         if saved is not None:
             sys.modules["__main__"] = saved
 
 
 def load_reference(ctx: Ctx) -> None:
-    import os
     from diagnose.runs.worker.numerics import Watch
     ctx.reference = import_module_from(os.path.join(os.getcwd(), "reference.py"), "reference")
     ctx.num = Watch(ctx.ch, ctx.torch)

@@ -56,6 +56,16 @@ class StateLog:
                 return area + full[len(prefix):], True
         return full, False
 
+    def _caller(self) -> dict:
+        """The innermost frame in the container's working directory (the submission's code) that led here."""
+        f = sys._getframe(2)
+        work = self.root + "work" + os.sep
+        while f is not None:
+            if f.f_code.co_filename.startswith(work):
+                return {"file": f.f_code.co_filename, "line": f.f_lineno}
+            f = f.f_back
+        return {}
+
     def _hook(self, event: str, args) -> None:
         if event not in _EVENTS or getattr(self._busy, "on", False):
             return
@@ -74,7 +84,7 @@ class StateLog:
                 argv = args[1] if event != "os.system" and len(args) > 1 else args[0]
                 words = [os.fsdecode(a) if isinstance(a, bytes) else str(a) for a in
                          (argv if isinstance(argv, (list, tuple)) else [argv])]
-                self.ch.emit("state", op="spawn", argv=" ".join(words)[:300])
+                self.ch.emit("state", op="spawn", argv=" ".join(words)[:300], **self._caller())
             return
         if event == "open":
             path, mode, flags = (list(args) + [None, None, 0])[:3]
