@@ -86,8 +86,8 @@ _PID_DIRS: list[Path] = []
 
 
 def pid_file(name: str) -> Path:
-    """Where a forking fixture writes its pids: outside /tmp, which a run sees as its own private /tmp.
-    Removed when this module's tests are done."""
+    """Where a forking fixture writes its pids: outside every run's container, shared with the runs on purpose
+    (DIAGNOSE_SHARE: /var/tmp is private to each run too). Removed when this module's tests are done."""
     d = Path(tempfile.mkdtemp(prefix="diagnose-test-pids-", dir="/var/tmp" if os.path.isdir("/var/tmp") else None))
     _PID_DIRS.append(d)
     return d / name
@@ -112,7 +112,7 @@ def _one_case(root, case):
     tmp = d / "tmp"
     tmp.mkdir(parents=True)
     pids = pid_file("pids")
-    env = {"TMPDIR": str(tmp), "PIDFILE": str(pids)}
+    env = {"TMPDIR": str(tmp), "PIDFILE": str(pids), "DIAGNOSE_KEEP_ENV": "PIDFILE", "DIAGNOSE_SHARE": str(pids.parent)}
     digest = hashlib.sha256((H / name).read_bytes()).hexdigest()
     t0 = time.time()
     budget = RUN_BUDGET if case[1] != "ok" else 60     # passing cases: no load may time them out
@@ -247,7 +247,7 @@ def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
 def test_detached_fork_that_ignores_sigterm_is_still_killed(tmp_path, no_temp_left):
     pidfile = pid_file("pids")
     res = cli("run", H / "fork_detach.py", "--probes", "none", "--stages", "compile,test", "--out", tmp_path / "o",
-              env={"PIDFILE": str(pidfile)})
+              env={"PIDFILE": str(pidfile), "DIAGNOSE_KEEP_ENV": "PIDFILE", "DIAGNOSE_SHARE": str(pidfile.parent)})
     pids = [int(x) for x in pidfile.read_text().split()]
     assert pids, res.stderr
     time.sleep(0.5)

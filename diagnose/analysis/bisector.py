@@ -25,6 +25,7 @@ import math
 
 from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later,
                                           passed_all, probe_site, seconds_saved, single_runs, toggle_rank)
+from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.evidence import confirmations, effective
 from diagnose.analysis.findings import Cause, Cleared, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
@@ -263,6 +264,13 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
         runs = [r for r in singles if r.probe == probe]
         used = [r for r in runs if verdicts[r.id] == "same"]
         if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
+            continue
+        machine = next((m for m in map(depends_on_machine, used + [base]) if m), "")
+        if machine:     # the same outcome here may come from this machine's state: it clears nothing
+            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
+                probe=probe, evidence=[base.id] + [r.id for r in used],
+                reason=f"{', '.join(r.toggle for r in used)}: the runs depend on {machine}, read from outside "
+                       f"their containers, so 'still the same' proves nothing about the harness's runs")]
             continue
         info = BY_NAME[probe].INFO
         if info.seen is not None and not info.seen(base):

@@ -27,6 +27,27 @@ def steps(run: Run) -> list[tuple[str, StageResult]]:
     return out
 
 
+def outside_reads(run: Run | None) -> list[str]:
+    """Files outside its container that a run's steps read, beyond what this machine lends every run (its
+    system, Python and CUDA installation): state of this machine's, which no harness container has. Where
+    /tmp was not private, a read of it counts too. In the order first read."""
+    out: list[str] = []
+    for _, st in steps(run) if run is not None else []:
+        for x in st.state.get("outside", []):
+            if x.get("op") == "read" and x["path"] not in out:
+                out.append(x["path"])
+    return out
+
+
+def depends_on_machine(run: Run | None) -> str:
+    """'' when the run read nothing of this machine's state; else the words a conclusion uses for it."""
+    paths = outside_reads(run)
+    if not paths:
+        return ""
+    more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+    return f"this machine's {', '.join(paths[:3])}{more}"
+
+
 def kept(run: Run) -> list[dict]:
     """One row per group of files the run's steps wrote: files and bytes as first written, which steps
     wrote it, and which later steps read it."""

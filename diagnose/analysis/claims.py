@@ -74,7 +74,7 @@ def derive(s: Session) -> list[Claim]:
     """Every claim of the session, in the order a report states them."""
     v, base = s.verdict, s.baseline
     out = [Claim("verdict", "verdict", str(v.status).upper(), _verdict_text(s), tuple(v.runs),
-                 ("verdict-runs", "ok-finished", "prediction-range"),
+                 ("verdict-runs", "ok-finished", "prediction-range", "outside-state"),
                  "" if v.confirmed else "unconfirmed")]
     for m in summary.margins(base) if base else []:
         out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
@@ -91,14 +91,16 @@ def derive(s: Session) -> list[Claim]:
                           "cause-unchanged", "figure-equal"), conf))
     for c in s.cleared:
         out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
-                         ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same"),
+                         ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same",
+                          "outside-state"),
                          "" if c.confirmed else "unconfirmed"))
     for i in s.inconclusive:
         out.append(Claim(f"{i.probe} is inconclusive", "inconclusive", i.probe, i.reason, tuple(i.evidence),
                          ("claim-runs",)))
     if s.fix:
         out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
-                         ("claim-runs", "fix-passes", "fix-cause", "figure-equal")))
+                         ("claim-runs", "fix-passes", "fix-cause", "figure-equal",
+                                                                "outside-state")))
         for c in s.fix.costs:
             us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
             out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis import evidence
+from diagnose.analysis import carried, evidence
 from diagnose.analysis.comparison import passed_all, toggle_rank
 from diagnose.analysis.evidence import effective
 from diagnose.analysis.findings import Fix, FixCost
@@ -29,7 +29,7 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
     good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
             and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
             and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
-            and passed_all(base, r)
+            and passed_all(base, r) and not carried.outside_reads(r)
             and effective(session, r).outcome == Status.OK]
     if not good:
         return None

@@ -4,7 +4,7 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
-from diagnose.analysis import evidence
+from diagnose.analysis import carried, evidence
 from diagnose.analysis.findings import Verdict
 from diagnose.analysis.measures import geomean, recompiles, steady_us
 from diagnose.session import Role, Run, StageResult
@@ -114,6 +114,14 @@ def verdict(session, interrupted: bool = False) -> Verdict:
         return Verdict(Status.INCOMPLETE, stage=unsure[0].name, message=unsure[0].message, runs=[base.id],
                        confirmed=False, note="a prediction from a short sample cannot place the stage on either side "
                                              "of its budget; --full runs every repeat")
+    machine = carried.depends_on_machine(base)
+    if st is None and machine:
+        # the harness's container has none of it: a pass that read it says nothing about the harness's pass
+        return Verdict(Status.INCOMPLETE, message=f"inconclusive: depends on {machine}: {base.id} passed, but it "
+                                                  f"read that from outside its container, where the harness's "
+                                                  f"container has nothing", runs=[base.id], confirmed=False,
+                       note="remove the dependence (a path on this machine, a cache outside the container) and "
+                            "run it again")
     if st is None:
         msg = ("every stage passed its checks; on this CPU their times are shown, not judged against the budget"
                if session.harness.get("cpu_only") else "every stage passed within its budget")

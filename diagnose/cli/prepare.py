@@ -141,7 +141,7 @@ def prepare(i: Inputs) -> Prepared:
     from diagnose.source.scan import scan_source
     from diagnose.session import Session
     from diagnose.source.submission import load_submission
-    from diagnose.tasks.loader import load_task
+    from diagnose.tasks.loader import load_task, stage_files
     for flag, val in (("--budget", i.budget), ("--compile-budget", i.compile_budget), ("--max-rss", i.max_rss)):
         positive(flag, val)
     at_least("--jobs", i.jobs, 1)
@@ -155,7 +155,12 @@ def prepare(i: Inputs) -> Prepared:
     t = load_task(i.problem, i.task, small=i.small if i.small is not None else not gpu)
     settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
                            depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
-                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample)
+                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
+                           # where the kernel's namespaces misbehave, they can be left off (and the report says so)
+                           private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0",
+                           # directories of this machine's the runs may use in place: state outside every
+                           # container, which a report names (reads there are this machine's state)
+                           shared=[p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p])
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
         task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
@@ -165,7 +170,10 @@ def prepare(i: Inputs) -> Prepared:
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
                  "compile_step": compile_step, "ranking_by": t.ranking_by,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
-                 "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ)}},
+                 "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
+                               "shared": settings.shared,
+                               # what the harness writes into the container before each stage
+                               "files": sorted(stage_files(t, sub.source))}},
         scan=scan_source(sub.source, sub.tree).to_list())
     jobs = i.jobs or device.default_jobs()
     if t.world_size > 1:

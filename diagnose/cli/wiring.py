@@ -89,6 +89,26 @@ def engine_for(prep, opts, stop, outdir, progress, concurrent=False, runner_spec
                   on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
 
 
+WALLS = ("/tmp", "/dev/shm", "/var/tmp")
+
+
+def walled_off(runner, session) -> None:
+    """Before any run: where this machine cannot give a run a private /tmp (no mount namespace), say so in the
+    first lines, and in the report: /tmp is then this machine's, and a run that reads it proves nothing."""
+    check = getattr(runner, "isolation", None)
+    if check is None:
+        return
+    walls = check()
+    session.harness["isolation"] = walls
+    shared = [p for p in WALLS if p not in (walls.get("private") or [])]
+    if shared:
+        line = (f"isolation: {', '.join(shared)} {'is' if len(shared) == 1 else 'are'} this machine's, not private "
+                f"to each run ({walls.get('why') or 'no mount namespace'}): a run that reads state there is "
+                f"inconclusive, never OK")
+        session.notes.append(line)
+        err.print(line)
+
+
 def verbosity(quiet: bool, verbose: bool) -> int:
     return -1 if quiet else (1 if verbose else 0)
 
@@ -106,6 +126,7 @@ def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1,
                                runner_spec=runner_spec)
         if not cannot_judge(session, prep.settings):
+            walled_off(eng.runner, session)
             with shown:
                 eng.diagnose()
     if eng.errors:

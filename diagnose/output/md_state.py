@@ -104,6 +104,12 @@ def container_rows(s: Session) -> list[tuple[str, str]]:
     elif dropped:
         rows.append(("environment", f"this machine's, less {len(dropped)} variable(s) a harness container does not "
                                     f"have: {', '.join(dropped[:12])}{' …' if len(dropped) > 12 else ''}"))
+    if box.get("files"):
+        rows.append(("files", f"written into the working directory before each stage, as the harness does: "
+                              f"{', '.join(box['files'])}"))
+    if box.get("shared"):
+        rows.append(("shared", f"this machine's {', '.join(box['shared'])}, in place for every run (DIAGNOSE_SHARE):"
+                               f" state outside every container"))
     if "compile_step" in h:
         rows.append(("compile step", f"`python3 submission.py` before each stage, {h['budgets'].get('compile', 120):g} s, "
                                      "its ending recorded and ignored" if h["compile_step"] else

@@ -81,6 +81,7 @@ class WorkerSpec:
     private_mounts: bool = True      # a private /tmp and /dev/shm where the kernel allows it
     tool_paths: list = field(default_factory=list)   # what the runner put on PYTHONPATH: the worker hides it
     argv: list = field(default_factory=list)         # sys.argv as the harness's process has it
+    shared: list = field(default_factory=list)       # directories of this machine's the run may use (DIAGNOSE_SHARE)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

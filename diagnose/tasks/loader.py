@@ -155,15 +155,20 @@ def load_task(problem: str | None, task_name: str, small: bool) -> Task:
                 evaluator_source=evaluator_source, world_size=world, gpus=gpus, ranking_by=ranking)
 
 
+# kernelbot builds a task's sources from its `files:` alone. A folder without them (ours, or a checkout's
+# draft) gets the files every GPU MODE task names: its evaluator, its reference, their helpers, the task.
+DEFAULT_FILES = ("eval.py", "reference.py", "utils.py", "task.py")
+
+
 def stage_files(task: Task, source: str) -> dict[str, bytes]:
     """The files the harness writes into the working directory before a stage: every `files` entry under
-    its name, the submission as @SUBMISSION@; a folder without `files` gives its own top-level files."""
+    its name, the submission as @SUBMISSION@; a folder without `files` gives DEFAULT_FILES, where it has them."""
     sub = source.encode("utf-8")
     if task.files:
         out = {name: sub if src == SUBMISSION else Path(src).read_bytes() for name, src in task.files}
     else:
-        out = {p.name: p.read_bytes() for p in sorted(Path(task.directory).iterdir())
-               if p.is_file() and p.suffix != ".pyc"}
+        d = Path(task.directory)
+        out = {n: (d / n).read_bytes() for n in DEFAULT_FILES if (d / n).is_file()}
     out["submission.py"] = out.get("submission.py", sub) if task.files else sub
     return out
 

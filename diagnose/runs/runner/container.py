@@ -7,6 +7,7 @@ stages of that run, as the harness's steps share their container, and by no othe
               place under it (~/.cache/torch_extensions, ~/.cache/torch, ~/.triton/cache, ~/.nv)
   tmp/        TMPDIR; where the worker can make a private mount namespace, /tmp itself
   shm/        /dev/shm, where it can
+  vartmp/     /var/tmp, where it can (and home/ is bound over this machine's real home directory too)
   work/       the working directory: the harness writes a stage's files into it before the stage and
               removes them after it; whatever else the submission writes there stays for the next stage
   .diagnose/  the tool's own files (specs, stacks): never part of the container's state
@@ -28,12 +29,12 @@ import site
 import sys
 from pathlib import Path
 
-AREAS = ("home", "tmp", "shm", "work")
+AREAS = ("home", "tmp", "shm", "vartmp", "work")
 TOOL_DIR = ".diagnose"
 # How a container path reads in a report, and how deep a group of files goes under each area (a build
 # directory under ~/.cache/torch_extensions/py312_cu130/NAME is one group; /tmp/torchinductor_USER another).
-SHOWN = {"home": "~", "tmp": "/tmp", "shm": "/dev/shm", "work": "."}
-GROUP_DEPTH = {"home": 4, "tmp": 1, "shm": 1, "work": 1}
+SHOWN = {"home": "~", "tmp": "/tmp", "shm": "/dev/shm", "vartmp": "/var/tmp", "work": "."}
+GROUP_DEPTH = {"home": 4, "tmp": 1, "shm": 1, "vartmp": 1, "work": 1}
 MAX_FILES = 20000          # a snapshot stops counting here: a submission may write millions of files
 
 # The harness's container environment is its image's own, plus POPCORN_*: nothing of the competitor's

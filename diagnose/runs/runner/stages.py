@@ -11,8 +11,11 @@ its container lives until the diagnosis ends, so later stages see what earlier o
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 import threading
 from collections import Counter
@@ -49,6 +52,7 @@ class RunSettings:
     sample: bool = True                    # the line sampler (off only to measure its own overhead)
     compile_step: bool = True              # run the harness's compile step before each stage
     private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
+    shared: list = field(default_factory=list)   # directories of this machine's that runs may use, in place
     extra_env: dict = field(default_factory=dict)
 
 
@@ -107,6 +111,25 @@ class StageRunner:
             box.fill_from(source)
         self._snaps[run_id] = box.snapshot()
         return box
+
+    def isolation(self) -> dict:
+        """How a run's container is walled off on this machine, asked of a small process before any run (the
+        worker does the same first thing): which of /tmp, /dev/shm, /var/tmp and the real home are private."""
+        if not self.settings.private_mounts:
+            return {"namespace": None, "private": [], "why": "left off (DIAGNOSE_PRIVATE_MOUNTS=0)"}
+        root = Container(self._tmp / "isolation-check")
+        code = ("import json, sys; from diagnose.runs.worker.container import enter; "
+                "print(json.dumps(enter(sys.argv[1], sys.argv[2:])))")
+        env = child_env(root, self.settings, None)
+        try:
+            done = subprocess.run([sys.executable, "-c", code, str(root.root), *self.settings.shared],
+                                  capture_output=True, text=True,
+                                  env=env, cwd=str(root.work), timeout=60)
+            return json.loads(done.stdout.strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
+            return {"namespace": None, "private": [], "why": f"the check failed: {type(e).__name__}"}
+        finally:
+            shutil.rmtree(root.root, ignore_errors=True)
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:
@@ -212,7 +235,7 @@ class StageRunner:
                           root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
                           sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
                           watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts,
-                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv)
+                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv, shared=list(s.shared))
         spec_path = box.tool / f"{tag}.spec.json"
         spec_path.write_text(spec.to_json())
 

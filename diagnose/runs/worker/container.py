@@ -6,6 +6,9 @@ Absolute paths are another matter: a submission that writes /tmp/plan.json or ma
 have a mount namespace of its own (as root, or through a user namespace), /tmp becomes the container's
 tmp/ and /dev/shm its shm/. Paths this process still needs under /tmp (the container itself, the Python
 installation, the tool, directories on PATH) are bound back at the same place, so nothing else changes.
+/var/tmp becomes the container's vartmp/, and this machine's real home directory (the one `pwd` names:
+HOME is already the container's) its home/, so no route reaches this machine's state there. The Python
+installation is bound read-only in place.
 
 It must run while the process has a single thread: a user namespace cannot be entered otherwise.
 Whatever the kernel refuses is recorded, and the run goes on with the environment's isolation only.
@@ -19,6 +22,7 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUSER = 0x00020000, 0x10000000
 MS_BIND, MS_REC, MS_PRIVATE = 4096, 16384, 1 << 18
+MS_REMOUNT, MS_RDONLY = 32, 1
 MNT_DETACH = 2
 
 
@@ -72,8 +76,9 @@ def needed_under(top: str, paths) -> list[str]:
     return out
 
 
-def _make_private(libc, target: str, source: str, keep: list[str]) -> None:
-    """Bind `source` over `target`, then bind each path of `keep` (all under target) back in place."""
+def _make_private(libc, target: str, source: str, keep: list[str], writable: list[str]) -> None:
+    """Bind `source` over `target`, then bind each path of `keep` (all under target) back in place: read-only,
+    except the run's own container and the directories shared on purpose."""
     fds = [os.open(p, os.O_PATH | os.O_DIRECTORY) for p in keep]
     try:
         _mount(libc, source, target, MS_BIND)
@@ -81,6 +86,8 @@ def _make_private(libc, target: str, source: str, keep: list[str]) -> None:
             for p, fd in zip(keep, fds):
                 os.makedirs(p, exist_ok=True)
                 _mount(libc, f"/proc/self/fd/{fd}", p, MS_BIND | MS_REC)
+                if not any(_under(p, w) or _under(w, p) for w in writable):
+                    _call(libc.mount, None, p.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
         except OSError:
             libc.umount2(target.encode(), MNT_DETACH)
             raise
@@ -89,8 +96,30 @@ def _make_private(libc, target: str, source: str, keep: list[str]) -> None:
             os.close(fd)
 
 
-def enter(root: str) -> dict:
-    """Make /tmp and /dev/shm private to this run where the kernel allows. Returns what was done."""
+def real_home() -> str | None:
+    """This machine's home directory for this user, as `pwd` finds it (HOME is already the container's)."""
+    import pwd
+    try:
+        home = pwd.getpwuid(os.getuid()).pw_dir
+    except (KeyError, OSError):
+        return None
+    return os.path.realpath(home) if home and os.path.isdir(home) and os.path.realpath(home) != "/" else None
+
+
+def installation(root: str) -> list[str]:
+    """The Python installation and the tool: what a run needs from this machine, bound read-only."""
+    return [p for p in {os.path.realpath(x) for x in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
+            if os.path.isdir(p) and not _under(p, root) and not _under(root, p)]
+
+
+def _read_only(libc, path: str) -> None:
+    _mount(libc, path, path, MS_BIND | MS_REC)
+    _call(libc.mount, None, path.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+
+
+def enter(root: str, shared: list[str] = ()) -> dict:
+    """Make /tmp, /dev/shm, /var/tmp and the real home directory private to this run where the kernel
+    allows, and the Python installation read-only. Returns what was done."""
     rec: dict = {"namespace": None, "private": [], "kept": []}
     if not sys.platform.startswith("linux"):
         rec["why"] = "no mount namespaces on this platform"
@@ -104,9 +133,12 @@ def enter(root: str) -> dict:
         rec["why"] = f"the kernel refused a mount namespace: {e}"
         return rec
     cwd = os.getcwd()
-    wanted = [root, cwd, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
+    shared = [os.path.realpath(p) for p in shared if os.path.isdir(p)]
+    wanted = [root, cwd, *shared, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
               *sys.path, *os.environ.get("PATH", "").split(os.pathsep)]
-    for target, area in (("/tmp", "tmp"), ("/dev/shm", "shm")):
+    home = real_home()
+    places = [("/tmp", "tmp"), ("/dev/shm", "shm"), ("/var/tmp", "vartmp")] + ([(home, "home")] if home else [])
+    for target, area in places:
         if not os.path.isdir(target):
             continue
         keep = needed_under(target, wanted)
@@ -114,11 +146,21 @@ def enter(root: str) -> dict:
             rec.setdefault("why", f"{target} is not private: this tool or its Python lives in {target} itself")
             continue
         try:
-            _make_private(libc, target, os.path.join(root, area), keep)
+            _make_private(libc, target, os.path.join(root, area), keep, [os.path.realpath(root), *shared])
         except OSError as e:
             rec.setdefault("why", f"{target} is not private: {e}")
             continue
         rec["private"].append(target)
         rec["kept"] += keep
+    rec["home"] = home if home in rec["private"] else None
+    rec["shared"] = shared
+    # What this machine lends the run (its Python, the tool) is read-only: a write there would outlive the run
+    rec["read_only"] = []
+    for path in installation(root):
+        try:
+            _read_only(libc, path)
+            rec["read_only"].append(path)
+        except OSError as e:
+            rec.setdefault("why", f"{path} is not read-only: {e}")
     os.chdir(cwd)     # through the path again: it may now resolve through a bind made above
     return rec

@@ -85,6 +85,19 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
     return None
 
 
+def _lent(spec: WorkerSpec) -> list[str]:
+    """What this machine lends every run to read: the system's places, the Python installation and its import
+    path as the process starts (before the submission can add to it), the tool, the CUDA installation."""
+    import site
+    from diagnose.runs.worker.state import SYSTEM
+    env = os.environ
+    dirs = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *spec.tool_paths, *sys.path,
+            *(site.getsitepackages() if hasattr(site, "getsitepackages") else []),
+            env.get("CUDA_HOME"), env.get("CUDA_PATH"), *env.get("LD_LIBRARY_PATH", "").split(os.pathsep),
+            *env.get("PATH", "").split(os.pathsep)]
+    return sorted({os.path.realpath(d) for d in dirs if d and os.path.isdir(d)})
+
+
 def _fds() -> tuple[int, int, int, int | None]:
     raw = [int(x) for x in os.environ.pop(FDS_ENV, "").split(",")]
     return raw[0], raw[1], raw[2], (raw[3] if len(raw) > 3 else None)
@@ -100,13 +113,13 @@ def main(spec_path: str) -> int:
     if spec.tool_paths and os.environ.get("PYTHONPATH", "").split(os.pathsep) == list(spec.tool_paths):
         del os.environ["PYTHONPATH"]
     # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
-    walls = container.enter(spec.root) if spec.private_mounts else \
+    walls = container.enter(spec.root, spec.shared) if spec.private_mounts else \
         {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
     from diagnose.runs.worker import libraries
     from diagnose.runs.worker.state import StateLog
-    StateLog(ch, spec.root, walls["private"]).install()
+    StateLog(ch, spec.root, walls, _lent(spec)).install()
     libraries.install(ch)
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.

@@ -16,20 +16,31 @@ import sys
 import threading
 
 CAP = 400
+OUTSIDE_CAP = 50
 SPAWN_CAP = 50
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _IGNORED_OUTSIDE = ("/proc/", "/sys/", "/dev/")
+# System places every process reads (libraries, configuration, the CUDA installation): lent, never state
+SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/run", "/snap", "/nix")
 _EVENTS = {"open", "os.mkdir", "os.rename", "os.remove", "subprocess.Popen", "os.posix_spawn", "os.system"}
 
 
 class StateLog:
-    def __init__(self, ch, root: str, private: list[str]):
+    def __init__(self, ch, root: str, walls: dict, lent: list[str]):
         self.ch = ch
         self.root = os.path.normpath(root) + os.sep
         self.tool = self.root + ".diagnose"
-        # with a private /tmp or /dev/shm, the absolute path lands in the container's own area
+        private = walls.get("private") or []
+        # with a private /tmp, /dev/shm, /var/tmp or home, the absolute path lands in the container's own area
         self.mapped = [(os.path.normpath(p) + os.sep, area + os.sep)
-                       for p, area in (("/tmp", "tmp"), ("/dev/shm", "shm")) if p in private]
+                       for p, area in (("/tmp", "tmp"), ("/dev/shm", "shm"), ("/var/tmp", "vartmp"),
+                                       (walls.get("home"), "home")) if p and p in private]
+        # what this machine lends every run: reading it is how programs run, not state. Anything else read
+        # outside the container is this machine's state, and a run that depends on it proves nothing there.
+        self.lent = tuple(os.path.normpath(p) + os.sep for p in lent if p and p != "/")
+        self.outside_reads = 0
+        # shared on purpose (DIAGNOSE_SHARE), in place even under a private /tmp: this machine's, never the run's
+        self.shared = tuple(os.path.normpath(p) + os.sep for p in walls.get("shared") or [])
         self.seen: set[tuple[str, str]] = set()
         self.spawned = 0
         self.cut = 0               # paths past the cap
@@ -51,6 +62,8 @@ class StateLog:
             return None               # the tool's own files: not the submission's state
         if full.startswith(self.root):
             return full[len(self.root):], True
+        if (full + os.sep).startswith(self.shared):
+            return full, False
         for prefix, area in self.mapped:
             if full.startswith(prefix):
                 return area + full[len(prefix):], True
@@ -98,8 +111,16 @@ class StateLog:
         if place is None:
             return
         rel, inside = place
-        if not inside and (op == "read" or rel.startswith(_IGNORED_OUTSIDE)):
-            return                    # reading the machine's files is how programs run; writing them is not
+        if not inside and (rel.startswith(_IGNORED_OUTSIDE) or op == "read" and (
+                (rel + os.sep).startswith(self.lent) or not os.path.isfile(rel))):
+            return                    # reading what the machine lends every run is how programs run
+        if not inside and op == "read":
+            if self.outside_reads >= OUTSIDE_CAP or ("read", rel) in self.seen:
+                return
+            self.outside_reads += 1
+            self.seen.add(("read", rel))
+            self.ch.emit("state", op="read", path=rel, inside=False, **self._caller())
+            return
         if op == "read" and not os.path.isfile(os.path.join(self.root, rel)):
             return                    # a probe for a file that is not there (an import looking): nothing kept
         key = (op, rel)
