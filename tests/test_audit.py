@@ -110,6 +110,10 @@ def _broken():
     s = interaction_session()
     s.fix.steady_us += 10.0
     out.append(("figure-equal", s))
+
+    s = interaction_session()     # the fix's run imported a helper from a path on this machine
+    s.run(s.fix.run).stages[0].state = {"outside": [{"op": "read", "path": "/home/me/dev/helper.py"}]}
+    out.append(("outside-state", s))
     return out
 
 

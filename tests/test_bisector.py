@@ -2,6 +2,7 @@
 import json
 
 from diagnose.analysis import bisector, comparison
+from diagnose.analysis.ddmin import ddmin
 from diagnose.session import Role, Session
 from diagnose.status import Status
 from tests.builders import run, session
@@ -121,8 +122,8 @@ def test_time_saving_confidence_follows_the_effect_against_the_noise():
 
 
 def test_ddmin_finds_a_one_minimal_set():
-    assert bisector.ddmin(list("abcdefgh"), lambda s: {"c", "f"} <= set(s)) == ["c", "f"]
-    assert bisector.ddmin(list("abcd"), lambda s: "d" in s) == ["d"]
+    assert ddmin(list("abcdefgh"), lambda s: {"c", "f"} <= set(s)) == ["c", "f"]
+    assert ddmin(list("abcd"), lambda s: "d" in s) == ["d"]
 
 
 def test_session_round_trips_through_json():

@@ -4,7 +4,7 @@ statements, recompiles cut off by the deadline, and warmups that reach the kerne
 import ast
 import json
 
-from diagnose.runs.runner.isolate import ChildResult
+from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run
 from diagnose.source.scan import scan_source

@@ -26,6 +26,7 @@ import math
 from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later,
                                           passed_all, probe_site, seconds_saved, single_runs, toggle_rank)
 from diagnose.analysis.carried import depends_on_machine
+from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.evidence import confirmations, effective
 from diagnose.analysis.findings import Cause, Cleared, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
@@ -34,34 +35,6 @@ from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
 from probes import BY_NAME, ORDER
-
-
-def ddmin(features: list[str], fails, prefetch=None) -> list[str]:
-    """Zeller's delta debugging: a 1-minimal subset of `features` for which fails(subset) holds.
-
-    `prefetch(subsets)`, when given, may evaluate every test of a round at once (in parallel); the
-    search itself stays sequential and reads the answers back through `fails`."""
-    c, n = list(features), 2
-    while len(c) >= 2:
-        size = math.ceil(len(c) / n)
-        chunks = [c[i:i + size] for i in range(0, len(c), size)]
-        if prefetch:
-            prefetch(chunks + ([[x for x in c if x not in ch] for ch in chunks] if len(chunks) > 2 else []))
-        for ch in chunks:
-            if fails(ch):
-                c, n = ch, 2
-                break
-        else:
-            for ch in chunks:
-                comp = [x for x in c if x not in ch]
-                if len(chunks) > 2 and fails(comp):
-                    c, n = comp, max(n - 1, 2)
-                    break
-            else:
-                if n >= len(c):
-                    break
-                n = min(len(c), 2 * n)
-    return c
 
 
 def _failing(session: Session, base: Run) -> bool:

@@ -14,7 +14,7 @@ is recorded as such. A time-based outcome that other runs may have skewed is rer
 from __future__ import annotations
 
 from diagnose.analysis import evidence
-from diagnose.analysis.bisector import ddmin
+from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.comparison import broken_by_edit
 from diagnose.analysis.findings import Verdict
 from diagnose.engine.scheduler import Scheduler

@@ -27,7 +27,8 @@ from diagnose.runs.protocol import WorkerSpec
 from diagnose.runs.runner import TOOL_ROOT, Job
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
-from diagnose.runs.runner.isolate import Limits, describe_process, python_argv, run_child
+from diagnose.runs.runner.child import Limits, describe_process
+from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage

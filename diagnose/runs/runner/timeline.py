@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 
-from diagnose.runs.runner.isolate import ChildResult
+from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy
 from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report,
                                               report_failure, state_of, timing_of)
