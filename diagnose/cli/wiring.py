@@ -99,7 +99,10 @@ def walled_off(runner, session) -> None:
     if check is None:
         return
     walls = check()
-    session.harness["isolation"] = walls
+    # which places were walled off, not where this machine keeps things
+    session.harness["isolation"] = {"namespace": walls.get("namespace"), "private": walls.get("private") or [],
+                                    "why": walls.get("why"), "home_private": bool(walls.get("home")),
+                                    "read_only": len(walls.get("read_only") or [])}
     shared = [p for p in WALLS if p not in (walls.get("private") or [])]
     if shared:
         line = (f"isolation: {', '.join(shared)} {'is' if len(shared) == 1 else 'are'} this machine's, not private "

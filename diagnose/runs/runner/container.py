@@ -29,6 +29,8 @@ import site
 import sys
 from pathlib import Path
 
+from diagnose.runs.runner import TOOL_ROOT
+
 AREAS = ("home", "tmp", "shm", "vartmp", "work")
 TOOL_DIR = ".diagnose"
 # How a container path reads in a report, and how deep a group of files goes under each area (a build
@@ -184,7 +186,12 @@ def env_record(base) -> dict:
     was left out or replaced, with its value; how many others were left out; what was kept on request."""
     dropped = dropped_env(base)
     named = [k for k in dropped if _CONSEQUENTIAL.match(k)]
-    return {"left_out": {k: base[k] for k in named if k not in REPLACED},
+    values = dict(base)
+    if "PYTHONPATH" in values:      # diagnose's own folder, where it runs from a checkout: the tool, not state
+        rest = [p for p in values["PYTHONPATH"].split(os.pathsep) if p and os.path.realpath(p) != TOOL_ROOT]
+        values["PYTHONPATH"] = os.pathsep.join(rest)
+        named = [k for k in named if k != "PYTHONPATH" or rest]
+    return {"left_out": {k: values[k] for k in named if k not in REPLACED},
             "replaced": {k: base[k] for k in named if k in REPLACED},
             "others_left_out": len([k for k in dropped if k not in named and k != KEEP_ENV]),
             "kept_on_request": sorted(kept_by_request(base) & set(base))}
