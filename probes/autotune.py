@@ -15,11 +15,14 @@ from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("autotune", "Triton autotuning at run time",
-                 "the autotuner's record in the baseline run (configs compiled and timed per key, seconds, winner)",
-                 "pin each kernel to the configs that won in the baseline",
+                 "the autotuner's record in the baseline run (configs compiled and timed per key, seconds, winner, "
+                 "and which key argument took a new value on every call)",
+                 "pin each kernel to the configs that won in the baseline, or to one; drop a key argument that "
+                 "changes on every call",
                  describe="Triton's autotuner compiling and timing every config at run time", sites=("autotune",),
-                 needs_baseline=True, ranks={"pinned": 2},
+                 needs_baseline=True, ranks={"pinned": 2, "key without": 3},
                  mechanisms=("triton_autotune",))
+CHURN = 0.8     # a key argument with a new value on at least this share of the calls retunes on (almost) every call
 
 
 def tuned(run) -> list[dict]:
@@ -54,6 +57,56 @@ def pin(source: str, pinned: str) -> str:
     return apply_edits(source, edits)
 
 
+def churn(records: list[dict], keys: dict[str, list[str]]) -> list[dict]:
+    """Key arguments that took a new value on (almost) every call, so that the autotuner tuned again each
+    time: {kernel, arg, values, calls}. `keys`: each kernel's key argument names, in order (the autotuner's key
+    is those arguments' values, then the tensors' dtypes)."""
+    out = []
+    for kernel, names in keys.items():
+        recs = [t for t in records if t["kernel"] == kernel and t.get("parts")]
+        calls = max([t.get("calls") or 0 for t in recs] + [len(recs)])
+        for i, name in enumerate(names):
+            values = {t["parts"][i] for t in recs if len(t["parts"]) > i}
+            if len(values) >= 3 and len(values) >= CHURN * calls:
+                out.append({"kernel": kernel, "arg": name, "values": len(values), "calls": calls})
+    return out
+
+
+def drop_key(source: str, kernel: str, arg: str) -> str:
+    """The @triton.autotune of `kernel` without `arg` in its key=[...]."""
+    edits = [(s.details["key_span"], repr([k for k in s.details["keys"] if k != arg]))
+             for s in sites(source, "autotune") if s.details["kernel"] == kernel and s.details.get("keys")]
+    return apply_edits(source, edits)
+
+
+def one_config(records: list[dict], kernel: str) -> dict | None:
+    """The config that won the most keys of a kernel (on a tie, the fastest timed)."""
+    wins: dict[str, list] = {}
+    for t in records:
+        cfg = t["winner"] if t.get("done") and t.get("winner") else (t.get("best") or {}).get("config")
+        if t["kernel"] == kernel and cfg is not None:
+            wins.setdefault(json.dumps(cfg, sort_keys=True), []).append((t.get("best") or {}).get("ms") or 0.0)
+    if not wins:
+        return None
+    best = max(wins, key=lambda c: (len(wins[c]), -min(wins[c])))
+    return json.loads(best)
+
+
+def _toggles(recs: list[dict], pinnable: dict, keys: dict, churned: list[dict]) -> list[Toggle]:
+    n = sum(len(v) for v in pinnable.values())
+    out = [Toggle(INFO.name, f"autotune pinned to the {n} winning config(s)",
+                  partial(pin, pinned=json.dumps(pinnable)), removes=True)]
+    if n > len(pinnable):     # several winners per kernel still tune on every new key: one config tunes nothing
+        single = {k: [one_config(recs, k)] for k in pinnable if one_config(recs, k) is not None}
+        out.append(Toggle(INFO.name, "autotune pinned to one config per kernel",
+                          partial(pin, pinned=json.dumps(single)), removes=True))
+    for c in churned:
+        if keys.get(c["kernel"]):
+            out.append(Toggle(INFO.name, f"key without {c['arg']}", partial(drop_key, kernel=c["kernel"],
+                                                                              arg=c["arg"]), removes=True))
+    return out
+
+
 def plan(ctx: PlanContext) -> Plan:
     recs = tuned(ctx.baseline)
     if not recs:
@@ -67,12 +120,14 @@ def plan(ctx: PlanContext) -> Plan:
     why = (f"{len(recs)} key(s) of {len({t['kernel'] for t in recs})} kernel(s) tuned: {tried} configs compiled and "
            f"timed in {seconds:.1f} s" + ("" if all(t.get("done") for t in recs) else
                                         "; a tuning the deadline cut off keeps the best config it had timed"))
-    evidence = {"tuned": [{k: t.get(k) for k in ("kernel", "key", "tried", "seconds", "done")} for t in recs[:20]]}
+    keys = {s.details["kernel"]: s.details["keys"] for s in ctx.scan.of("autotune") if s.details.get("keys")}
+    churned = churn(recs, keys)
+    why += "".join(f"; key argument `{c['arg']}` of {c['kernel']} took {c['values']} values in {c['calls']} calls, so "
+                   f"the autotuner tuned again on (almost) every call" for c in churned)
+    evidence = {"tuned": [{k: t.get(k) for k in ("kernel", "key", "tried", "seconds", "done")} for t in recs[:20]],
+                "churn": churned}
     pinnable = {k: v for k, v in win.items() if k in editable}
     if not pinnable:
         return Plan(CANNOT_TOGGLE, why + "; no @triton.autotune in the source has configs this probe can edit",
                     evidence=evidence)
-    n = sum(len(v) for v in pinnable.values())
-    label = f"autotune pinned to the {n} winning config(s)"
-    return Plan(RUN, why, [Toggle(INFO.name, label, partial(pin, pinned=json.dumps(pinnable)), removes=True)],
-                evidence=evidence)
+    return Plan(RUN, why, _toggles(recs, pinnable, keys, churned), evidence=evidence)

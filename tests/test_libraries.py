@@ -76,8 +76,11 @@ def test_pinning_keeps_only_the_winners_of_a_real_autotune_decorator():
     base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[st])
     plan = autotune.plan(PlanContext(KERNEL, scan_source(KERNEL), gpu=False, baseline=base))
     assert plan.state == RUN and "5 configs compiled and timed in 7.5 s" in plan.why
-    (toggle,) = plan.toggles
+    toggle, single = plan.toggles
     assert toggle.label == "autotune pinned to the 2 winning config(s)" and toggle.removes
+    # two winners still tune both at every new key: one config tunes nothing (the winner of a finished key)
+    assert single.label == "autotune pinned to one config per kernel"
+    assert "configs=[triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2)]" in single.apply(KERNEL)
     pinned = toggle.apply(KERNEL)
     tree = ast.parse(pinned)        # still a program
     dec = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)).decorator_list[0]
@@ -86,6 +89,47 @@ def test_pinning_keeps_only_the_winners_of_a_real_autotune_decorator():
         "triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2)",    # the winner of the finished key
         "triton.Config({'BLOCK': 128}, num_warps=2, num_stages=2)"]    # the best timed of the cut-off key
     assert "key=['n']" in pinned.replace('"', "'") and "@triton.jit" in pinned
+
+
+def _churning(calls: int) -> list[dict]:
+    """Every call brings a new `step`, so the autotuner tunes again each time; `n` takes two values."""
+    ev, t = [], 1000.0
+    for i in range(calls):
+        key = [str(1024 if i % 2 else 4096), str(i), "torch.float32"]
+        t += 1.0
+        ev.append({"k": "autotune_config", "t": t, "pid": 1, "kernel": "_scale", "file": "/x/submission.py",
+                   "line": 9, "key": ", ".join(key), "config": _cfg(128, 4, 2), "seconds": 1.0, "ms": 0.2})
+        ev.append({"k": "autotune_done", "t": t, "pid": 1, "kernel": "_scale", "file": "/x/submission.py", "line": 9,
+                   "key": ", ".join(key), "configs": 48, "seconds": 1.0, "winner": _cfg(128 if i % 3 else 64, 4, 2),
+                   "calls": i + 1, "parts": key})
+    return ev
+
+
+def test_a_key_argument_that_changes_on_every_call_is_named_and_dropped():
+    churning = KERNEL.replace('key=["n"]', 'key=["n", "step"]').replace("n, BLOCK", "n, step, BLOCK")
+    base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[_stage_from(_churning(25))])
+    plan = autotune.plan(PlanContext(churning, scan_source(churning), gpu=False, baseline=base))
+    assert "key argument `step` of _scale took 25 values in 25 calls" in plan.why, plan.why
+    assert plan.evidence["churn"] == [{"kernel": "_scale", "arg": "step", "values": 25, "calls": 25}]
+    labels = [t.label for t in plan.toggles]
+    assert labels == ["autotune pinned to the 2 winning config(s)", "autotune pinned to one config per kernel",
+                      "key without step"], labels
+    dropped = plan.toggles[-1].apply(churning)
+    ast.parse(dropped)
+    assert "key=['n']" in dropped and "configs=[triton.Config" in dropped     # only the key changed
+    # the config that won most keys: BLOCK 128 won 16 of 25
+    assert "configs=[triton.Config({'BLOCK': 128}, num_warps=4, num_stages=2)]" in plan.toggles[1].apply(churning)
+
+
+def test_a_key_that_repeats_is_no_churn():
+    ev = [e for e in _churning(25)]
+    for e in ev:
+        if e["k"] == "autotune_done":
+            e["calls"] = 400      # 25 keys over 400 calls: tuned once per key, then cached
+    base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[_stage_from(ev)])
+    churning = KERNEL.replace('key=["n"]', 'key=["n", "step"]')
+    plan = autotune.plan(PlanContext(churning, scan_source(churning), gpu=False, baseline=base))
+    assert plan.evidence["churn"] == [] and not any("key without" in t.label for t in plan.toggles)
 
 
 def test_configs_by_name_are_pinned_and_an_autotuner_made_by_a_call_cannot_be():

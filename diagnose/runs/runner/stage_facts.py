@@ -94,7 +94,8 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
             if isinstance(ms, (int, float)) and (r["best"] is None or ms < r["best"]["ms"]):
                 r["best"] = {"config": e["config"], "ms": ms}
         else:
-            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"))
+            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"),
+                     calls=e.get("calls"), parts=e.get("parts"))
     st.autotune = list(tunes.values())
     st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
                                          "cuda_cflags", "with_cuda", "arch_list")}

@@ -71,12 +71,14 @@ def patch_autotuner(mod, ch) -> bool:
             pass
         fresh = key is not None and len(getattr(self, "configs", ())) > 1 and key not in self.cache
         local.key, t0 = key, time.perf_counter()
+        self._diagnose_calls = getattr(self, "_diagnose_calls", 0) + 1    # how often a new key came: per call
         try:
             return orig_run(self, *args, **kwargs)
         finally:
             if fresh and key in self.cache:
                 ch.emit("autotune_done", **_kernel(self), key=_key_text(key), configs=len(self.configs),
-                        seconds=round(time.perf_counter() - t0, 4), winner=config_dict(self.cache[key]))
+                        seconds=round(time.perf_counter() - t0, 4), winner=config_dict(self.cache[key]),
+                        calls=self._diagnose_calls, parts=[str(x)[:80] for x in key])
 
     def _bench(self, *args, config, **meta):
         t0 = time.perf_counter()

@@ -171,9 +171,14 @@ class RuntimeFinders:
                 # how this file spells triton.Config: `triton.Config` after `import triton`, else a bare Config
                 prefix = ast.unparse(dec.func.value) + ".Config" if isinstance(dec.func, ast.Attribute) else \
                     next((n for n, q in self.alias.names.items() if q == "triton.Config"), "__import__('triton').Config")
+                key = next((k.value for k in dec.keywords if k.arg == "key"), dec.args[1] if len(dec.args) > 1 else None)
+                names = literal(key) if key is not None else None
                 self.sites.append(Site("autotune", dec.lineno, dec.end_lineno, self.code(dec.lineno), {
                     "kernel": node.name, "configs_span": span(configs) if configs is not None else None,
-                    "configs_literal": isinstance(configs, (ast.List, ast.Tuple)), "config_class": prefix}))
+                    "configs_literal": isinstance(configs, (ast.List, ast.Tuple)), "config_class": prefix,
+                    # the arguments a new value of which makes the autotuner tune again, where the list is literal
+                    "keys": list(names) if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)
+                    else None, "key_span": span(key) if key is not None else None}))
 
     def find_extensions(self) -> None:
         for node in ast.walk(self.tree):
