@@ -7,7 +7,8 @@ pre-build such extensions: a build that finishes inside it is not the cause, and
 
 Toggles, where the source has something to take away: the flags that only cost build time (debug info,
 line info, verbose ptxas), and arch flags for GPUs other than the one the run is on (without them torch
-builds for the GPU present).
+builds for the GPU present); and a build on first use (inside a function) moved to import, where the
+compile step builds it (build_at_import.py).
 """
 from __future__ import annotations
 
@@ -15,12 +16,14 @@ from functools import partial
 
 from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+from probes.build_at_import import build_at_import, why_not
 
 INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc) at run time",
                  "the baseline's load_inline / cpp_extension.load builds (step, seconds, outputs, locks)",
-                 "without flags that only cost build time | for this GPU's architecture only",
+                 "without flags that only cost build time | for this GPU's architecture only | built at import "
+                 "(a build on first use moved where the compile step builds it)",
                  describe="a C++/CUDA extension build (ninja, nvcc)", sites=("extension",), needs_baseline=True,
-                 bisect=False, ranks={"only cost build time": 2, "architecture only": 2},
+                 bisect=False, ranks={"only cost build time": 2, "architecture only": 2, "built at import": 3},
                  mechanisms=("extension_build", "lock_wait:build"))
 
 BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
@@ -100,6 +103,11 @@ def plan(ctx: PlanContext) -> Plan:
         toggles.append(Toggle(INFO.name, "without flags that only cost build time", partial(edit_flags, which="slow")))
     if _has(ctx, _arch):
         toggles.append(Toggle(INFO.name, "for this GPU's architecture only", partial(edit_flags, which="arch")))
+    lazy = why_not(ctx.source)
+    if lazy == "" and any(b["step"].endswith("stage") and (b["built"] or b.get("ok") is None) for b in made):
+        # built on first use, in the stage: the compile step exists to build it instead
+        toggles.append(Toggle(INFO.name, "built at import (the compile step builds it)", build_at_import,
+                              removes=True))
     prebuilt = [b for b in made if b["step"].endswith("compile step") and b.get("ok") and not b["killed"]]
     if toggles:
         return Plan(RUN, desc, toggles, evidence=evidence)
@@ -108,5 +116,6 @@ def plan(ctx: PlanContext) -> Plan:
         return Plan(NOT_APPLICABLE, f"{desc}: the compile step built it in {b['seconds']:.1f} s of its "
                                     f"{b['limit_s']:g} s before the stage, which loaded it built; not the cause",
                     evidence=evidence)
+    moved = f"; moving it to import cannot work: {lazy}" if lazy else ""
     return Plan(CANNOT_TOGGLE, f"{desc}; the build has no flags that only cost build time and no arch flags for "
-                               f"other GPUs: its time is the compiler's own", evidence=evidence)
+                               f"other GPUs: its time is the compiler's own{moved}", evidence=evidence)

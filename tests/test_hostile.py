@@ -247,7 +247,9 @@ def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
 
 def test_detached_fork_that_ignores_sigterm_is_still_killed(tmp_path, no_temp_left):
     pidfile = pid_file("pids")
-    res = cli("run", H / "fork_detach.py", "--probes", "none", "--stages", "compile,test", "--out", tmp_path / "o",
+    # the fork inherited stdout, so each step holds to its deadline, as the harness's would: short ones
+    res = cli("run", H / "fork_detach.py", "--probes", "none", "--stages", "compile,test", "--budget", "10",
+              "--compile-budget", "10", "--out", tmp_path / "o",
               env={"PIDFILE": str(pidfile), "DIAGNOSE_KEEP_ENV": "PIDFILE", "DIAGNOSE_SHARE": str(pidfile.parent)})
     pids = [int(x) for x in pidfile.read_text().split()]
     assert pids, res.stderr

@@ -196,3 +196,39 @@ def test_a_warmup_helper_handed_the_kernel_is_a_warmup(tmp_path):
     top = s["causes"][0]
     assert top["suspects"] == ["warmup"] and top["changes_outcome"], top
     assert s["fix"]["toggle"] == "warmup N->1"
+
+
+def test_a_build_on_first_use_moves_to_import_where_the_compile_step_builds_it():
+    from probes.build_at_import import NAME, build_at_import, why_not
+    src = (FIXTURES / "state" / "inline_lazy.py").read_text()
+    assert why_not(src) == ""
+    moved = build_at_import(src)
+    tree = ast.parse(moved)
+    top = [n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == NAME]
+    assert len(top) == 1 and "load_inline(name=\"diagnose_test_lazy_silu_mul\"" in ast.unparse(top[0]).replace("'", '"')
+    main = next(i for i, n in enumerate(tree.body) if isinstance(n, ast.If))
+    assert tree.body.index(top[0]) < main                # before the __main__ block: the compile step runs it
+    method = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "__call__")
+    assert f"self._ext = {NAME}" in ast.unparse(method) and "load_inline" not in ast.unparse(method)
+    # a call that reads the function's own locals cannot move, and the reason names them
+    local = src.replace("cpp_sources=[_SRC]", "cpp_sources=[r1.dtype and _SRC]")
+    assert build_at_import(local) == local and "reads r1" in why_not(local)
+    assert why_not((FIXTURES / "state" / "inline_ext.py").read_text()) is None     # built at import already
+
+
+def test_an_extension_built_on_first_use_gets_the_compile_step_as_its_fix(tmp_path):
+    """The build lands in the stage's first call and its budget runs out there; moved to import, the compile
+    step builds it and the stage loads it: a verified fix, run cold in a container of its own."""
+    out = tmp_path / "o"
+    # the C++ build alone takes about 20 s on 2 cores; the stage that loads it built, a few
+    res = cli("run", FIXTURES / "state" / "inline_lazy.py", "--stages", "compile,test", "--budget", "12",
+              "--probes", "extension_build", "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    v = s["verdict"]
+    assert res.returncode == 1 and v["status"] == "timeout" and v["phase"].startswith("first_call"), res.stdout
+    assert s["causes"][0]["suspects"] == ["extension_build"] and s["causes"][0]["changes_outcome"], s["causes"]
+    assert s["fix"]["toggle"] == "built at import (the compile step builds it)", s["fix"]
+    fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
+    test = fix["stages"][0]
+    assert test["status"] == "ok" and test["compile_step"]["builds"][0]["built"], test["compile_step"]["builds"]
+    assert not any(b["built"] for b in test["builds"]), test["builds"]      # the stage loaded it, built
