@@ -21,7 +21,8 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.cli.wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
+from diagnose.cli.wiring import (Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity,
+                                  walled_off)
 from diagnose.errors import BadInput
 from diagnose.runs import harness
 
@@ -155,6 +156,7 @@ def check(
         opts = prep.options(probes=[], jobs=1, bisect=False, confirm=False)
         eng, save = engine_for(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
         if not cannot_judge(prep.session, prep.settings):
+            walled_off(eng.runner, prep.session)
             with shown:
                 eng.diagnose()
     save(prep.session)

@@ -90,10 +90,12 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
     risky = any(r["severity"] == "error" for r in risks)
     passed = status == Status.OK and not over and not risky
-    label = ("SAFE" if gpu else "PASSED ON CPU") if passed else "AT RISK"
+    label = ("SAFE" if gpu else "PASSED ON CPU") if passed else \
+        "INCONCLUSIVE" if session.verdict.message.startswith("inconclusive:") else "AT RISK"
     # the label always says which of its three reasons made it: a stage, a time, the source
     detail = (", over budget" if over and status == Status.OK else "") + \
         (", an error-level risk in the source" if risky and status == Status.OK else "") + \
         ("" if gpu or not passed else "; timing not judged without a GPU")
-    lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail})")
+    why = f": {escape(session.verdict.message)}" if label == "INCONCLUSIVE" else ""
+    lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail}){why}")
     return (lines[-1:] if quiet else lines), passed
