@@ -55,11 +55,12 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "extension_build": {"name": (str,), "seconds": NUM},
     "extension_build_start": {"name": (str,)},
     "wrong_detail": {},
+    "outlive": {"procs": (list,)},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
 WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", "needs_gpu",
-               "evaluator_exit", "container"}
+               "evaluator_exit", "container", "outlive"}
 
 
 @dataclass(frozen=True)

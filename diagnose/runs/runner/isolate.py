@@ -96,6 +96,9 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             pass
 
     def handle(ev: dict) -> None:
+        if ev["k"] == "outlive":
+            tree.adopt(ev["procs"])
+            return
         if ev["k"] == "lock":
             if arbiter is None:
                 parser.anomaly("a timing-section request, though this run was offered no arbitration")

@@ -100,6 +100,18 @@ class ProcessTree:
         except psutil.Error:
             pass
 
+    def adopt(self, procs: list) -> None:
+        """Processes the worker named as its own before it left ([pid, create_time]): ours, whatever their
+        session or environment now says. A pid whose start time differs is someone else's."""
+        for item in procs:
+            try:
+                pid, created = int(item[0]), float(item[1])
+                p = psutil.Process(pid)
+                if abs(p.create_time() - created) < 0.01:
+                    self._add(p)
+            except (psutil.Error, ValueError, TypeError, IndexError):
+                continue
+
     def scan(self) -> None:
         self._add(self.root)
         for p in list(self.procs.values()):

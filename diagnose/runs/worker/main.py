@@ -85,6 +85,26 @@ def needs_cuda(exc: BaseException, frames: list[dict], torch) -> str | None:
     return None
 
 
+def _outliving(ch) -> None:
+    """Before this process leaves: every process the submission started that is still alive. This process is
+    a subreaper, so the orphans of its tree are its children now; once it is gone they re-parent to the runner,
+    which could not tell them apart from another run's (a new session and an emptied environment hide them).
+    The runner ends them when the run's container ends."""
+    import psutil
+    try:
+        kids = psutil.Process().children(recursive=True)
+    except psutil.Error:
+        return
+    procs = []
+    for k in kids:
+        try:
+            procs.append([k.pid, k.create_time()])
+        except psutil.Error:
+            continue
+    if procs:
+        ch.emit("outlive", procs=procs[:200])
+
+
 def _lent(spec: WorkerSpec) -> list[str]:
     """What this machine lends every run to read: the system's places, the Python installation and its import
     path as the process starts (before the submission can add to it), the tool, the CUDA installation."""
@@ -137,6 +157,7 @@ def main(spec_path: str) -> int:
         if os.getpid() == pid:
             if "interpreter_exit" in ch.phases:
                 ch.end("interpreter_exit", ok=True)
+            _outliving(ch)
             ch.emit("exit_clean")
             dog.resume_parent()
     atexit.register(clean_exit)   # first registered, so it runs last
@@ -206,6 +227,7 @@ def main(spec_path: str) -> int:
         # the built-in model's submission runs in the evaluator's pool worker, which the pool terminates:
         # its threads and atexit handlers never hold the stage up. What it started lives on (the runner
         # ends it with the run's container), and keeps the stage open if it holds stdout or stderr.
+        _outliving(ch)
         ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
         dog.resume_parent()
         os._exit(0)

@@ -39,8 +39,11 @@ class StateLog:
         # outside the container is this machine's state, and a run that depends on it proves nothing there.
         self.lent = tuple(os.path.normpath(p) + os.sep for p in lent if p and p != "/")
         self.outside_reads = 0
-        # shared on purpose (DIAGNOSE_SHARE), in place even under a private /tmp: this machine's, never the run's
-        self.shared = tuple(os.path.normpath(p) + os.sep for p in walls.get("shared") or [])
+        # shared on purpose (DIAGNOSE_SHARE), and what was bound back in place under a private /tmp or home (the
+        # Python installation, the tool): this machine's, never the run's
+        kept = [k for k in walls.get("kept") or [] if not (self.root.startswith(os.path.normpath(k) + os.sep)
+                                                            or (os.path.normpath(k) + os.sep).startswith(self.root))]
+        self.shared = tuple(os.path.normpath(p) + os.sep for p in [*(walls.get("shared") or []), *kept])
         self.seen: set[tuple[str, str]] = set()
         self.spawned = 0
         self.cut = 0               # paths past the cap
