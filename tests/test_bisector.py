@@ -204,3 +204,26 @@ def test_within_noise_the_fix_that_names_the_mechanism_is_chosen():
     costs = {c.toggle: c.delta_us for c in s.fix.costs}
     assert costs["same mode, no CUDA graphs"] == 0 and -1.2 < costs["mode=default"] < -1.0
     assert costs["compile off"] > 50         # beyond the noise, speed decides: it is not chosen
+
+
+def test_a_search_at_every_new_shape_is_charged_with_every_first_call():
+    """A tuning sweep in custom_kernel: 31 s and 20 s in the first two shapes, then the deadline cuts the third
+    at 3 s. The hot spot carries the whole cost, and what the line was inside across the calls names it."""
+    from diagnose.analysis import hotspots
+    from diagnose.session import Phase
+    base = run("r0", outcome="timeout", fail_at="test", site={"file": "x", "line": 7, "func": "custom_kernel"})
+    st = base.stages[1]
+    st.phases = [Phase("first_call:a", 3.0, 34.0), Phase("first_call:b", 34.0, 54.0),
+                 Phase("first_call:c", 54.0, 57.1, open=True, ok=False)]
+    st.phase = "first_call:c"
+    st.samples = {"first_call:a": {"lines": {"7": 90, "9": 10}, "mechanisms": {"7|triton_compile": 80}},
+                  "first_call:b": {"lines": {"7": 95, "9": 5}, "mechanisms": {"7|triton_compile": 90}},
+                  "first_call:c": {"lines": {"7": 57, "9": 43}, "mechanisms": {"7|triton_compile": 20}}}
+    h = hotspots.hot_spot(session([base]), base)
+    assert h["line"] == 7 and abs(h["seconds"] - 0.57 * 3.1) < 0.01
+    over = h["over_first_calls"]
+    assert over["calls"] == 3 and abs(over["seconds"] - (0.9 * 31 + 0.95 * 20 + 0.57 * 3.1)) < 0.01
+    assert h["mechanism"] == "triton_compile"      # 20 of 57 samples in the cut-off call; 190 of 242 over all
+    text = hotspots.describe(h)
+    assert "over the 3 first calls of test it ran in, 48.7 s in all" in text, text
+    assert "inside Triton compiling a kernel" in text

@@ -92,8 +92,42 @@ def phases_to_explain(run: Run) -> list[tuple[StageResult, str]]:
     return out
 
 
+def _line_in(st: StageResult, phase: str, line: int) -> tuple[float, dict]:
+    """A line's seconds in one phase (its share of the samples times the phase's duration), and the library
+    mechanisms its samples were inside (mechanism -> samples)."""
+    kinds = st.samples.get(phase) or {}
+    lines = kinds.get("lines") or {}
+    total = sum(lines.values())
+    ph = next((p for p in st.phases if p.name == phase), None)
+    if not total or ph is None:
+        return 0.0, {}
+    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items() if k.split("|", 1)[0] == str(line)}
+    return lines.get(str(line), 0) / total * ph.seconds, mech
+
+
+def _over_first_calls(st: StageResult, top: dict) -> dict | None:
+    """Work that runs at every new shape (a search, a tuning) is paid in each first call: the failing one is
+    only the slice the deadline cut off. The line's seconds summed over every first call of the stage."""
+    phases = [p.name for p in st.phases if p.name.startswith("first_call:") and st.samples.get(p.name)]
+    if len(phases) < 2:
+        return None
+    seconds, mech = 0.0, {}
+    for name in phases:
+        sec, m = _line_in(st, name, top["line"])
+        seconds += sec
+        for k, n in m.items():
+            mech[k] = mech.get(k, 0) + n
+    spent = [name for name in phases if _line_in(st, name, top["line"])[0] > 0]
+    if len(spent) < 2:
+        return None
+    main = max(mech.items(), key=lambda kv: kv[1]) if mech else None
+    return {"seconds": round(seconds, 3), "calls": len(spent),
+            "mechanism": main[0] if main and main[1] >= 0.5 * sum(mech.values()) else None}
+
+
 def hot_spot(session: Session, base: Run) -> dict | None:
-    """The measured hot spot of the baseline's failure: the hottest line of the phase it failed in."""
+    """The measured hot spot of the baseline's failure: the hottest line of the phase it failed in, with what
+    the same line cost over every first call of the stage where it ran in several."""
     st = base.failed_stage
     if st is None or not st.phase:
         return None
@@ -102,8 +136,14 @@ def hot_spot(session: Session, base: Run) -> dict | None:
         return None
     top = rows[0]
     phase = next((p for p in st.phases if p.name == st.phase), None)
-    return {**top, "stage": st.name, "phase": st.phase, "phase_s": round(phase.seconds, 2) if phase else None,
-            "budget_s": st.budget_s}
+    out = {**top, "stage": st.name, "phase": st.phase, "phase_s": round(phase.seconds, 2) if phase else None,
+           "budget_s": st.budget_s}
+    over = _over_first_calls(st, top) if st.phase.startswith("first_call:") else None
+    if over:
+        out["over_first_calls"] = over
+        if not out["mechanism"] and over["mechanism"]:     # what the line did across the calls names it
+            out["mechanism"], out["mechanism_share"] = over["mechanism"], None
+    return out
 
 
 def describe(h: dict) -> str:
@@ -113,7 +153,11 @@ def describe(h: dict) -> str:
         what += f", in the loop at L{h['loop']}{it},"
     inside = ""
     if h.get("mechanism"):
-        inside = (f", inside {MECHANISM_WORDS.get(h['mechanism'], h['mechanism'])} "
-                  f"({h['mechanism_share']:.0%} of that line's samples)")
+        share = f" ({h['mechanism_share']:.0%} of that line's samples)" if h.get("mechanism_share") else \
+            " (most of that line's samples over its first calls)"
+        inside = f", inside {MECHANISM_WORDS.get(h['mechanism'], h['mechanism'])}{share}"
+    over = h.get("over_first_calls")
+    total = (f"; over the {over['calls']} first calls of {h['stage']} it ran in, {over['seconds']:.1f} s in all "
+             f"(work paid again at every new shape)") if over else ""
     return (f"{what} took {h['seconds']:.1f} s ({h['share']:.0%} of the samples) of the {h['phase_s']:.1f} s "
-            f"{h['phase']} in {h['stage']}{inside}")
+            f"{h['phase']} in {h['stage']}{inside}{total}")
