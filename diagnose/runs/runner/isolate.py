@@ -130,6 +130,13 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             for ev in parser.feed(chunk):
                 handle(ev)
 
+    def watch(now: float) -> str | None:
+        """One look at the process tree (its processes, their memory) and at the limits: why to stop, if any."""
+        tree.scan()
+        res.max_procs = max(res.max_procs, len(tree.procs))
+        res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
+        return deadline_reason(res, now, arbiter.held_up(owner, now) if arbiter else 0.0, limits, stop)
+
     try:
         last_poll = 0.0
         while proc.poll() is None:
@@ -138,14 +145,10 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             if now - last_poll < POLL_S:
                 continue
             last_poll = now
-            tree.scan()
-            res.max_procs = max(res.max_procs, len(tree.procs))
-            res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
             loads.append(os.getloadavg()[0] / cpus)
             if others is not None:
                 overlapped |= set(others())
-            held_up = arbiter.held_up(owner, now) if arbiter else 0.0
-            reason = deadline_reason(res, now, held_up, limits, stop)
+            reason = watch(now)
             if reason:
                 res.killed, res.kill_t = reason, now
                 dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"
@@ -170,11 +173,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
             while (out.is_alive() or err.is_alive()) and not res.killed:
                 drain(POLL_S / 2)
                 now = time.time()
-                tree.scan()
-                res.max_procs = max(res.max_procs, len(tree.procs))
-                res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
-                held_up = arbiter.held_up(owner, now) if arbiter else 0.0
-                reason = deadline_reason(res, now, held_up, limits, stop)
+                reason = watch(now)
                 if reason:
                     res.killed, res.kill_t = reason, now
                     res.exited_s = round(exited - res.start_t, 4)

@@ -61,17 +61,17 @@ def _unshare(libc) -> str:
     return "user+mount"
 
 
-def _under(path: str, top: str) -> bool:
+def under(path: str, top: str) -> bool:
     return path == top or path.startswith(top.rstrip("/") + "/")
 
 
-def needed_under(top: str, paths) -> list[str]:
+def neededunder(top: str, paths) -> list[str]:
     """The fewest directories under `top` that cover every path given (existing directories only)."""
     found = sorted({os.path.realpath(p) for p in paths if p and os.path.isdir(p)})
-    inside = [p for p in found if _under(p, top)]
+    inside = [p for p in found if under(p, top)]
     out: list[str] = []
     for p in inside:
-        if not any(_under(p, q) for q in out):
+        if not any(under(p, q) for q in out):
             out.append(p)
     return out
 
@@ -86,7 +86,7 @@ def _make_private(libc, target: str, source: str, keep: list[str], writable: lis
             for p, fd in zip(keep, fds):
                 os.makedirs(p, exist_ok=True)
                 _mount(libc, f"/proc/self/fd/{fd}", p, MS_BIND | MS_REC)
-                if not any(_under(p, w) or _under(w, p) for w in writable):
+                if not any(under(p, w) or under(w, p) for w in writable):
                     _call(libc.mount, None, p.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
         except OSError:
             libc.umount2(target.encode(), MNT_DETACH)
@@ -107,9 +107,9 @@ def real_home() -> str | None:
 
 
 def installation(root: str) -> list[str]:
-    """The Python installation and the tool: what a run needs from this machine, bound read-only."""
+    """The Python installation (its prefixes): what every run needs from this machine, bound read-only."""
     return [p for p in {os.path.realpath(x) for x in (sys.prefix, sys.base_prefix, sys.exec_prefix)}
-            if os.path.isdir(p) and not _under(p, root) and not _under(root, p)]
+            if os.path.isdir(p) and not under(p, root) and not under(root, p)]
 
 
 def _read_only(libc, path: str) -> None:
@@ -141,7 +141,7 @@ def enter(root: str, shared: list[str] = ()) -> dict:
     for target, area in places:
         if not os.path.isdir(target):
             continue
-        keep = needed_under(target, wanted)
+        keep = neededunder(target, wanted)
         if target in keep:
             rec.setdefault("why", f"{target} is not private: this tool or its Python lives in {target} itself")
             continue

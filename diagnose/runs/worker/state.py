@@ -15,6 +15,8 @@ import os
 import sys
 import threading
 
+from diagnose.runs.worker.container import under
+
 CAP = 400
 OUTSIDE_CAP = 50
 SPAWN_CAP = 50
@@ -41,8 +43,8 @@ class StateLog:
         self.outside_reads = 0
         # shared on purpose (DIAGNOSE_SHARE), and what was bound back in place under a private /tmp or home (the
         # Python installation, the tool): this machine's, never the run's
-        kept = [k for k in walls.get("kept") or [] if not (self.root.startswith(os.path.normpath(k) + os.sep)
-                                                            or (os.path.normpath(k) + os.sep).startswith(self.root))]
+        root = os.path.normpath(root)
+        kept = [k for k in walls.get("kept") or [] if not (under(root, k) or under(k, root))]
         self.shared = tuple(os.path.normpath(p) + os.sep for p in [*(walls.get("shared") or []), *kept])
         self.seen: set[tuple[str, str]] = set()
         self.spawned = 0
