@@ -98,6 +98,10 @@ class StageResult:
     # {name, seconds, ok, built: [{output, seconds}], found_lock, sources, cflags, cuda_cflags}
     autotune: list = field(default_factory=list)
     builds: list = field(default_factory=list)
+    # Helion's searches for a config, per kernel and shape {kernel, line, shape, case, seconds, config, error,
+    # done}; and, in a tuning run, what each search written by hand kept {name, text, entries, bytes, error}
+    helion: list = field(default_factory=list)
+    memo: list = field(default_factory=list)
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
     # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
     numerics: dict = field(default_factory=dict)
@@ -139,6 +143,7 @@ class Role(str, enum.Enum):
     REPEAT = "repeat"            # --repeat N: the same variant again, for the spread
     CONFIRM = "confirm"          # a solo rerun that confirms a time-based conclusion
     REFERENCE = "reference"      # the problem's reference alone: can this machine judge it at all?
+    TUNING = "tuning"            # a search run once outside any budget, for its result: never a timed run
 
     def __str__(self) -> str:
         return self.value

@@ -3,8 +3,8 @@
 Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
 the most useful evidence. Adding a suspect means adding a module and an entry here.
 """
-from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, import_init,
-                    numerics, recompile, warmup)
+from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, helion_config,
+                    import_init, numerics, recompile, search_pin, warmup)
 
 REGISTRY = [
     graph_capture,   # outer capture around compiled functions: crashes and hangs
@@ -13,6 +13,8 @@ REGISTRY = [
     fullgraph,       # fullgraph=True: graph breaks raise
     warmup,          # warmup iteration count: time
     autotune,        # Triton autotuning at run time: time (needs the baseline)
+    helion_config,   # Helion autotuning at run time, or forbidden by the evaluator: time, a crash (a tuning run)
+    search_pin,      # a search written by hand at each new shape: time (a tuning run)
     extension_build,  # C++/CUDA extension builds: time, a build lock a killed step left (needs the baseline)
     import_init,     # work at import: time, paid again by every stage's process
     numerics,        # a wrong result under other numeric settings than the reference's (needs the baseline)

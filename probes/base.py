@@ -20,6 +20,9 @@ from diagnose.session import Run
 from diagnose.source.scan import ScanResult, scan_source
 
 RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"
+# Its toggle needs a search's result that no timed run reached: the engine runs one tuning run (every shape
+# once, outside any budget) and plans this probe again with it (PlanContext.tuning)
+TUNE = "needs a tuning run"
 # Runtime switches a toggle may ask for instead of a source edit (the runner applies them):
 WARM = "warm_cache"      # reuse the baseline's compile cache instead of a cold one
 
@@ -39,6 +42,8 @@ class PlanContext:
     scan: ScanResult
     gpu: bool
     baseline: Run | None = None
+    tuning: Run | None = None     # the tuning run, once one ran (see TUNE)
+    rules: list = field(default_factory=list)   # what the problem's evaluator sets: [{name, value, file, line}]
 
 
 @dataclass
@@ -47,6 +52,7 @@ class Plan:
     why: str = ""
     toggles: list[Toggle] = field(default_factory=list)
     evidence: dict = field(default_factory=dict)
+    memo: list = field(default_factory=list)     # TUNE: the module-level dicts whose contents the tuning run reports
 
 
 @dataclass(frozen=True)

@@ -66,7 +66,7 @@ class Prepared:
         return Options(**{"probes": self.probes, "jobs": self.jobs, "gpu": self.gpu, "bisect": self.probes != [],
                           "preflight": not t.builtin,
                           "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-                          "problem": t.directory, "gpus_for": t.gpus, **overrides})
+                          "problem": t.directory, "gpus_for": t.gpus, "rules": _rules(t), **overrides})
 
 
 def positive(flag: str, val: float | None) -> None:
@@ -127,6 +127,15 @@ def shown_path(p: Path) -> str:
         return str(p)
 
 
+def _rules(t) -> list[dict]:
+    """What the folder's evaluator sets for the submission (tasks/rules.py)."""
+    from diagnose.tasks.rules import evaluator_rules
+    if not t.evaluator:
+        return []
+    path = next((src for name, src in t.files if name == t.evaluator), None) or Path(t.directory) / t.evaluator
+    return evaluator_rules(path) if Path(path).is_file() else []
+
+
 def _evaluator(t) -> str:
     if t.evaluator:
         return (f"the problem's own {t.evaluator} (from {t.evaluator_source}), run as the harness runs it; it decides "
@@ -170,6 +179,7 @@ def prepare(i: Inputs) -> Prepared:
         harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
                  "compile_step": compile_step, "ranking_by": t.ranking_by,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
+                 "rules": _rules(t),
                  "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
                                "shared": settings.shared,
                                # what the harness writes into the container before each stage

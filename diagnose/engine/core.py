@@ -47,6 +47,7 @@ class Options:
     solo_stages: tuple = ()              # stages that run with nothing beside them (a problem evaluator's timing)
     problem: str = ""                    # the problem folder, for messages
     gpus_for: list = field(default_factory=list)   # the GPUs the problem is set for
+    rules: list = field(default_factory=list)      # what the problem's evaluator sets ([{name, value, file, line}])
 
 
 class Engine(RunPool, Planning, Conclusions, Preflight):
@@ -115,6 +116,11 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
             late = self.plan(base)
             self._record_plans(late)
             self._launch_plan(late)       # identical variants are not run again
+            tuned = self.tune(late, base)
+            if tuned:
+                late.update(tuned)
+                self._record_plans(late)
+                self._launch_plan(tuned)
             removers = self._removers(late)
             singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
             try:

@@ -8,20 +8,35 @@ import hashlib
 from diagnose.analysis import comparison
 from diagnose.session import Role, Run
 from probes import BY_NAME, REGISTRY
-from probes.base import RUN, PlanContext, Toggle
+from probes.base import RUN, TUNE, PlanContext, Toggle
 
 
 class Planning:
     """The probes' plans and the bisector's combination test, for the Engine."""
 
-    def plan(self, baseline: Run | None) -> dict:
+    def plan(self, baseline: Run | None, tuning: Run | None = None, only: list[str] | None = None) -> dict:
         """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
         the source plan (they start with the baseline); after it, every probe plans again from what the
         baseline did, and anything new it finds is launched then."""
-        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline)
+        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline, tuning, list(self.opts.rules))
         chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
         return {m.INFO.name: m.plan(ctx) for m in REGISTRY
-                if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)}
+                if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)
+                and (only is None or m.INFO.name in only)}
+
+    def tune(self, plans: dict, baseline: Run) -> dict:
+        """The probes that need a search's result (TUNE) get one tuning run: every distinct shape of the task
+        once, the searches run to their end outside any budget, recorded and never timed against one. Those
+        probes then plan again with it; their new plans are returned."""
+        asking = [n for n, p in plans.items() if p.state == TUNE]
+        if not asking or self.stop.is_set():
+            return {}
+        memo = tuple(sorted({m for n in asking for m in plans[n].memo}))
+        run = self.launch(Role.TUNING, None, "tuning run (not timed)", self.sub.source, stages=["tune"], memo=memo)
+        run.note = "searches run to their end once, outside any budget, for their result: not a timed run"
+        if not self._wait(self._states[run.id].done):
+            return {}
+        return self.plan(baseline, tuning=run, only=asking)
 
     def _launch_plan(self, plans: dict) -> None:
         for p in plans.values():

@@ -21,14 +21,14 @@ class RunPool:
 
     def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
                rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
-               removed: tuple = (), reuse: bool = False) -> Run:
+               removed: tuple = (), reuse: bool = False, memo: tuple = ()) -> Run:
         """Start a run (its first stage is queued at once), or answer from an identical earlier one.
         Identical variants (same source, switches and repeat number) are measured once; a confirmation is
         never deduplicated: it is a rerun on purpose."""
         sha = hashlib.sha256(source.encode()).hexdigest()
         key = f"{sha}|{','.join(sorted(switches))}|{rep}"
         with self.lock:
-            fresh = role in (Role.CONFIRM, Role.REFERENCE)      # reruns and checks on purpose: never shared
+            fresh = role in (Role.CONFIRM, Role.REFERENCE, Role.TUNING)   # on purpose: never shared
             prior = None if fresh else self._by_key.get(key)
             if prior is not None and reuse:
                 return prior
@@ -47,7 +47,7 @@ class RunPool:
             if not fresh:
                 self._by_key[key] = run
             warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = _State(run, source, list(stages or self.stages), warm_from=warm_from)
+            st = _State(run, source, list(stages or self.stages), warm_from=warm_from, memo=list(memo))
             self._states[run.id] = st
         self._advance(st)
         return run
@@ -64,7 +64,7 @@ class RunPool:
 
     def _priority(self, st: _State, stage: str) -> int:
         role = st.run.role
-        if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE):
+        if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE, Role.TUNING):
             return BASELINE
         if role == Role.COMBINATION:
             return COMBINATION
@@ -109,7 +109,8 @@ class RunPool:
                 return self._advance(st)
         st.next += 1
         solo = run.role == Role.CONFIRM or stage in self.opts.solo_stages
-        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo)
+        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo,
+                  memo=st.memo)
         prio = self._priority(st, stage)
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
@@ -208,6 +209,7 @@ class _State:
     source: str
     stages: list[str]
     warm_from: str | None = None
+    memo: list = field(default_factory=list)   # a tuning run: the dicts whose contents it reports
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     prior: str | None = None     # an identical variant's run: this one decides when that one does

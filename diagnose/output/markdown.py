@@ -28,6 +28,8 @@ def _name(run: Run) -> str:
         return "baseline (as submitted)"
     if run.role == Role.CONFIRM:
         return f"solo rerun of {run.confirms}"
+    if run.role == Role.TUNING:
+        return "tuning run"
     return f"{run.probe or 'all'}: {run.toggle}"
 
 

@@ -14,6 +14,9 @@ JUDGED = ("test", "benchmark", "leaderboard")              # the stages whose en
 # Before each stage the harness runs `python3 submission.py` (the "compile" step, 120 s) in the same
 # container and ignores how it ends: it exists to pre-build load_inline extensions for the stage.
 COMPILE_STEP_LIMIT_S = 120.0
+# A tuning run is no harness stage: its search runs once, outside any budget, for its result. This limit only
+# keeps a search that never ends from holding the diagnosis forever.
+TUNING_LIMIT_S = 1200.0
 DEFAULT_BUDGET_S = 180.0          # test, benchmark, leaderboard
 
 INPUTS_PER_CASE = 50              # inputs generated per benchmark case (seed + 42 * i)
@@ -32,7 +35,7 @@ def stage_budgets(budget: float | None, task_timeouts: dict, compile_budget: flo
     The compile step has its own limit, as in the harness: 120 s, or --compile-budget; --budget and a
     task's timeouts never change it.
     """
-    out = {"compile": compile_budget or COMPILE_STEP_LIMIT_S}
+    out = {"compile": compile_budget or COMPILE_STEP_LIMIT_S, "tune": TUNING_LIMIT_S}
     for stage in JUDGED:
         out[stage] = budget or task_timeouts.get(stage, DEFAULT_BUDGET_S)
     return out

@@ -54,6 +54,9 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "extension_build": {"name": (str,), "seconds": NUM},
     "extension_build_start": {"name": (str,)},
+    "helion_tune_start": {"kernel": (str,)},
+    "helion_tuned": {"kernel": (str,), "seconds": NUM},
+    "memo": {"name": (str,)},
     "wrong_detail": {},
     "outlive": {"procs": (list,)},
 }
@@ -83,6 +86,7 @@ class WorkerSpec:
     tool_paths: list = field(default_factory=list)   # what the runner put on PYTHONPATH: the worker hides it
     argv: list = field(default_factory=list)         # sys.argv as the harness's process has it
     shared: list = field(default_factory=list)       # directories of this machine's the run may use (DIAGNOSE_SHARE)
+    memo: list = field(default_factory=list)         # a tuning run: the dicts searches written by hand fill
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

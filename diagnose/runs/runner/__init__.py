@@ -25,6 +25,7 @@ class Job:
     watch: list[int] = field(default_factory=list)   # edited lines whose execution to record
     warm_from: str | None = None                      # start from this run's whole container (the cache probe)
     solo: bool = False                                # no other run may be alive meanwhile
+    memo: list = field(default_factory=list)          # a tuning run: the dicts whose contents to report
 
 
 class Runner(Protocol):

@@ -100,10 +100,31 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
     st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
                                          "cuda_cflags", "with_cuda", "arch_list")}
                  for e in ev if e["k"] == "extension_build"]
+    fill_helion(st, ev, mine, t_last)
     started = [e for e in ev if e["k"] == "extension_build_start"]
     for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
         st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
                           "seconds": round(max(0.0, t_last - e["t"]), 3)})
+
+
+def fill_helion(st: StageResult, ev: list[dict], mine: str, t_last: float) -> None:
+    """Each Helion search for a config (kernel, shape, case, seconds, config or error; done False where the
+    process ended inside it), and what a tuning run's searches written by hand kept (memo)."""
+    open_: list[dict] = []
+    for e in ev:
+        if e["k"] not in ("helion_tune_start", "helion_tuned"):
+            continue
+        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
+        rec = {"kernel": e["kernel"], "line": line, "shape": str(e.get("shape")), "case": e.get("case")}
+        if e["k"] == "helion_tune_start":
+            open_.append({**rec, "t": e["t"]})
+            continue
+        open_ = [o for o in open_ if (o["kernel"], o["shape"]) != (rec["kernel"], rec["shape"])]
+        st.helion.append({**rec, "seconds": e.get("seconds"), "config": e.get("config"), "error": e.get("error"),
+                          "done": e.get("config") is not None})
+    st.helion += [{**{k: v for k, v in o.items() if k != "t"}, "seconds": round(max(0.0, t_last - o["t"]), 3),
+                   "config": None, "error": None, "done": False} for o in open_]
+    st.memo = [{k: e.get(k) for k in ("name", "text", "entries", "bytes", "error")} for e in ev if e["k"] == "memo"]
 
 
 def needs_gpu_reason(ev: list[dict]) -> str | None:

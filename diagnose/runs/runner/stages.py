@@ -37,6 +37,7 @@ from diagnose.status import ENDS_RUN, Status
 from diagnose.tasks.loader import Task, spec_line, stage_cases, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
+TUNING_EFFORT = "quick"        # Helion's search effort in a tuning run, unless the user's environment sets one
 
 
 @dataclass
@@ -236,7 +237,10 @@ class StageRunner:
                           root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
                           sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
                           watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts,
-                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv, shared=list(s.shared))
+                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv, shared=list(s.shared),
+                          memo=list(job.memo))
+        if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
+            env = {**env, "HELION_AUTOTUNE_EFFORT": env.get("HELION_AUTOTUNE_EFFORT") or TUNING_EFFORT}
         spec_path = box.tool / f"{tag}.spec.json"
         spec_path.write_text(spec.to_json())
 

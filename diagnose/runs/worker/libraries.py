@@ -1,5 +1,5 @@
-"""Watch the libraries that spend a submission's time on its behalf: Triton's autotuner and torch's
-C++/CUDA extension builds. The GPU MODE maintainers name these two more often than any other cause of a
+"""Watch the libraries that spend a submission's time on its behalf: Triton's and Helion's autotuners and
+torch's C++/CUDA extension builds. The GPU MODE maintainers name these two more often than any other cause of a
 timeout ("do not autotune on KernelBot"; the compile step exists to pre-build load_inline extensions).
 
 Neither module is imported here before the submission imports it (cpp_extension alone imports setuptools):
@@ -9,6 +9,8 @@ once. The wrappers only watch: what the library does and returns is unchanged.
 Events:
 - autotune_config: one config of one key compiled and timed (kernel, key, config, seconds, ms), as it ends
 - autotune_done: a key's tuning finished (kernel, key, configs, seconds, winner)
+- helion_tune_start, helion_tuned: one Helion kernel's search for a config at a new shape, as it starts and
+  as it ends (kernel, shape, case, seconds, the config chosen, or the error that ended it)
 - extension_build_start, extension_build: one load_inline / load call as it starts, and as it ends (name,
   sources, flags, seconds, what ninja built, whether the process found another's build lock first)
 """
@@ -155,7 +157,47 @@ def patch_cpp_extension(mod, ch) -> bool:
     return True
 
 
-PATCHES = {"triton.runtime.autotuner": patch_autotuner, "torch.utils.cpp_extension": patch_cpp_extension}
+def _shapes(args) -> str:
+    """The arguments as Helion specialises on them: each tensor's shape and dtype, other values as they are."""
+    return ", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace('torch.', '')}" if hasattr(a, "shape") and
+                     hasattr(a, "dtype") else str(a)[:40] for a in args)[:300]
+
+
+def patch_helion(mod, ch) -> bool:
+    """Helion's BoundKernel.autotune: the search a kernel without a config runs at its first call per shape.
+    Said as it starts (a deadline can cut it off) and as it ends, with the config it chose as plain data."""
+    cls = getattr(mod, "BoundKernel", None)
+    if cls is None or getattr(cls, "_diagnose_watched", False):
+        return False
+    orig = cls.autotune
+
+    def autotune(self, args, *a, **kw):
+        fn = getattr(getattr(self, "kernel", None), "fn", None)
+        code = getattr(fn, "__code__", None)
+        who = {"kernel": getattr(fn, "__name__", "?"), "file": getattr(code, "co_filename", None),
+               "line": getattr(code, "co_firstlineno", None), "shape": _shapes(args), "case": ch.phase}
+        ch.emit("helion_tune_start", **who)
+        t0, cfg, err = time.perf_counter(), None, None
+        try:
+            cfg = orig(self, args, *a, **kw)
+            return cfg
+        except BaseException as e:
+            err = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
+            raise
+        finally:
+            try:
+                plain = {str(k): v for k, v in dict(getattr(cfg, "config", {}) or {}).items()} if cfg is not None else None
+                ch.emit("helion_tuned", **who, seconds=round(time.perf_counter() - t0, 4), config=plain, error=err)
+            except Exception:  # noqa: BLE001 - watching never changes the search's own ending
+                pass
+
+    cls.autotune = autotune
+    cls._diagnose_watched = True
+    return True
+
+
+PATCHES = {"triton.runtime.autotuner": patch_autotuner, "torch.utils.cpp_extension": patch_cpp_extension,
+           "helion.runtime.kernel": patch_helion}
 
 
 class _Wrap(importlib.abc.Loader):

@@ -17,6 +17,8 @@ import_init  work done at import: module-level calls, instances whose __init__ w
              loops, module-level if blocks that do any of these
 autotune     @triton.autotune decorators: the kernel they tune, and the span of their configs
 extension    torch.utils.cpp_extension load_inline / load calls: their name and compiler flags
+helion       @helion.kernel decorators and per-shape helion.Config tables (searches.py)
+search       hand-written searches that time candidates and keep the best in a module-level dict
 
 Every site carries the source spans its toggles edit. A source the scan cannot read (too deeply
 nested for the parser) yields an empty result with the reason, never an exception.
@@ -29,9 +31,10 @@ from diagnose.source.scan.aliases import Aliases
 from diagnose.source.scan.model import Functions, ScanResult, Site, literal, span
 from diagnose.source.scan.names import COMPILE, COMPILE_KWS, CONFIG_PREFIXES
 from diagnose.source.scan.runtime import RuntimeFinders
+from diagnose.source.scan.searches import SearchFinders
 
 
-class Scanner(RuntimeFinders):
+class Scanner(RuntimeFinders, SearchFinders):
     def __init__(self, source: str, tree: ast.Module):
         self.source = source
         self.lines = source.splitlines()
@@ -257,6 +260,8 @@ def scan_source(source: str, tree: ast.Module | None = None) -> ScanResult:
         s.find_import_work()
         s.find_autotune()
         s.find_extensions()
+        s.find_helion()
+        s.find_searches()
     except (RecursionError, MemoryError, SyntaxError, ValueError) as e:
         return ScanResult(sites=[], compiled={}, entry_is_def=False,
                           error=f"could not scan the source ({type(e).__name__}); suspects are decided from the "

@@ -1,0 +1,152 @@
+"""Searches that run at run time, pinned in the source from a tuning run: Helion configs (per-shape table, or
+the decorator), a search written by hand (its dict filled in advance), and the evaluator's rules as causes."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+from diagnose.session import Phase, Role, Run, StageResult
+from diagnose.source.scan import scan_source
+from diagnose.status import Status
+from diagnose.tasks.rules import evaluator_rules, rule_in
+from probes import helion_config, search_pin
+from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
+from tests.conftest import cli
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TABLE = (FIXTURES / "helion" / "table_no_config.py").read_text()
+CFG_A = {"block_sizes": [4], "num_warps": 4, "num_stages": 2}
+CFG_B = {"block_sizes": [16], "num_warps": 8, "num_stages": 3}
+
+
+def _run(rid: str, role: Role, st: StageResult) -> Run:
+    return Run(id=rid, probe=None, role=role, stages=[st], outcome=st.status)
+
+
+def _disallowed_baseline() -> Run:
+    st = StageResult(name="test", status=Status.CRASH, message="AutotuningDisallowedInEnvironment: Autotuning is "
+                     "disabled by HELION_DISALLOW_AUTOTUNING=1, please provide a config",
+                     exception={"type": "AutotuningDisallowedInEnvironment"})
+    return _run("r0", Role.BASELINE, st)
+
+
+def _tuning(records: list[dict]) -> Run:
+    st = StageResult(name="tune", status=Status.OK, helion=records)
+    return _run("r1", Role.TUNING, st)
+
+
+RULES = [{"name": "HELION_DISALLOW_AUTOTUNING", "value": "1", "file": "eval.py", "line": 526}]
+
+
+def _rec(case: str, cfg: dict, kernel: str = "scale") -> dict:
+    return {"kernel": kernel, "case": f"tune:{case}", "shape": "?", "seconds": 9.0, "config": cfg, "done": True}
+
+
+def test_helion_kernel_and_table_are_found_with_their_spans():
+    helion = scan_source(TABLE).of("helion")
+    table = scan_source(TABLE).of("helion_table")
+    assert [s.details["kernel"] for s in helion] == ["scale"] and not helion[0].details["config"]
+    assert helion[0].details["factory"] == "_make" and helion[0].details["config_param"] == "config"
+    assert table[0].details["name"] == "CONFIGS" and [e["key"] for e in table[0].details["entries"]] == [(1, 256),
+                                                                                                       (8, 4096)]
+
+
+def test_a_harness_rule_asks_for_a_tuning_run_then_pins_each_shape_into_the_table():
+    """Under the evaluator's rule the baseline crashes at the first search: the probe names the rule and asks
+    for a tuning run; with its records, the pin writes each shape's config into the table (a shape the table
+    lacks is added) and passes the factory's config to the decorator."""
+    ctx = PlanContext(TABLE, scan_source(TABLE), True, _disallowed_baseline(), rules=RULES)
+    first = helion_config.plan(ctx)
+    assert first.state == TUNE and "eval.py L526 sets HELION_DISALLOW_AUTOTUNING=1" in first.why, first.why
+    recs = [_rec("rows=1,cols=256", CFG_A), _rec("rows=8,cols=4096", CFG_B), _rec("rows=64,cols=4096", CFG_B)]
+    ctx.tuning = _tuning(recs)
+    p = helion_config.plan(ctx)
+    assert p.state == RUN and p.toggles[0].label.startswith("Helion configs pinned per shape in CONFIGS (3 shapes, +")
+    out = p.toggles[0].apply(TABLE)
+    tree = ast.parse(out)
+    table = next(n for n in tree.body if isinstance(n, ast.AnnAssign))
+    entries = {ast.literal_eval(k): ast.unparse(v) for k, v in zip(table.value.keys, table.value.values)}
+    assert entries[(1, 256)] == "helion.Config(block_sizes=[4], num_stages=2, num_warps=4)"
+    assert entries[(8, 4096)] == entries[(64, 4096)] == "helion.Config(block_sizes=[16], num_stages=3, num_warps=8)"
+    assert "@helion.kernel(static_shapes=True, config=config)" in out
+    # the other strategies: the decorator itself, with the two distinct configs, or the most common one
+    labels = [t.label for t in p.toggles]
+    assert any(lb.startswith("Helion kernel scale pinned to the 2 configs") for lb in labels), labels
+    one = next(t for t in p.toggles if "one config" in t.label).apply(TABLE)
+    assert "@helion.kernel(static_shapes=True, config=helion.Config(block_sizes=[16]" in one
+    assert [t.removes for t in p.toggles] == [True] + [False] * (len(p.toggles) - 1)
+
+
+def test_a_decorator_without_a_table_takes_config_or_configs():
+    src = (FIXTURES / "gpu" / "helion_no_config.py").read_text()
+    ctx = PlanContext(src, scan_source(src), True, _disallowed_baseline(), tuning=_tuning(
+        [_rec("m=64,n=128", CFG_A, "silu_mul"), _rec("m=128,n=64", CFG_B, "silu_mul")]))
+    p = helion_config.plan(ctx)
+    several = p.toggles[0].apply(src)
+    assert "configs=[helion.Config(block_sizes=[4]" in several and several.count("helion.Config(") == 2
+    compile(several, "x", "exec")
+    bare = src.replace("@helion.kernel(static_shapes=True)", "@helion.kernel")
+    one = helion_config.pin_decorator(bare, "silu_mul", json.dumps([CFG_A]))
+    assert "@helion.kernel(config=helion.Config(block_sizes=[4], num_stages=2, num_warps=4))" in one
+
+
+def test_a_pin_over_the_size_cap_is_not_offered():
+    huge = {"block_sizes": [1], "pad": "x" * 1_100_000}
+    ctx = PlanContext(TABLE, scan_source(TABLE), True, _disallowed_baseline(), tuning=_tuning(
+        [_rec("rows=1,cols=256", huge)]))
+    p = helion_config.plan(ctx)
+    assert p.state == CANNOT_TOGGLE and "over KernelBot's 1 MB cap" in p.why, p.why
+
+
+def test_a_tuning_run_that_found_nothing_says_why():
+    ctx = PlanContext(TABLE, scan_source(TABLE), True, _disallowed_baseline(), tuning=_tuning(
+        [{"kernel": "scale", "case": "tune:rows=1,cols=256", "config": None, "done": False, "seconds": 3.0,
+          "error": "OutOfResources: shared memory"}]))
+    p = helion_config.plan(ctx)
+    assert p.state == CANNOT_TOGGLE and "found no config: OutOfResources: shared memory" in p.why
+
+
+def test_the_evaluators_rules_are_read_from_its_source(tmp_path):
+    ev = tmp_path / "eval.py"
+    ev.write_text('import os\nX = 1\ndef main():\n    os.environ["HELION_DISALLOW_AUTOTUNING"] = "1"\n'
+                  '    os.environ.setdefault("CUTE_DSL_DISABLE_FILE_CACHING", "1")\n    os.environ[name] = "dyn"\n')
+    rules = evaluator_rules(ev)
+    assert rules == [{"name": "HELION_DISALLOW_AUTOTUNING", "value": "1", "file": "eval.py", "line": 4},
+                     {"name": "CUTE_DSL_DISABLE_FILE_CACHING", "value": "1", "file": "eval.py", "line": 5}]
+    assert rule_in(rules, "disabled by HELION_DISALLOW_AUTOTUNING=1")["line"] == 4
+    assert rule_in(rules, "some other failure") is None
+    assert evaluator_rules(tmp_path / "missing.py") == []
+
+
+def test_a_search_that_kept_objects_cannot_be_pinned():
+    src = (FIXTURES / "search" / "hand_search.py").read_text()
+    st = StageResult(name="tune", status=Status.OK, memo=[{"name": "_BEST", "entries": 3, "error":
+                                                          "its keys and values (function, tuple) cannot be written"}])
+    p = search_pin.plan(PlanContext(src, scan_source(src), False, _run("r0", Role.BASELINE, st),
+                                    tuning=_run("r1", Role.TUNING, st)))
+    assert p.state == CANNOT_TOGGLE and "`_BEST`: its keys and values (function, tuple)" in p.why
+
+
+def test_a_search_written_by_hand_is_pinned_from_a_tuning_run_and_verified(tmp_path):
+    """Three test shapes of about 5 s of searching each against a 10 s budget: the baseline times out in its
+    first calls; the tuning run (outside any budget) runs the search on every shape; its dict, written into
+    the source, makes the stage pass. The top cause carries the search's whole cost over the shapes."""
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "search" / "hand_search.py", "--stages", "test", "--budget", "10",
+              "--probes", "search", "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
+    tuning = next(r for r in s["runs"] if r["role"] == "tuning")
+    memo = tuning["stages"][0]["memo"][0]
+    assert tuning["outcome"] == "ok" and memo["name"] == "_BEST" and memo["entries"] == 5, memo
+    assert set(ast.literal_eval(memo["text"])) == {(64, 256), (128, 128), (32, 64), (64, 512), (128, 256)}   # (m, k)
+    top = s["causes"][0]
+    assert top["suspects"] == ["search"] and top["changes_outcome"] and "fixes it" in top["narrative"]
+    assert "the tuning run" in top["narrative"] and "first call(s) took" in top["narrative"], top["narrative"]
+    assert s["fix"]["toggle"].startswith("search results pinned in _BEST (5 shapes, +")
+    fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
+    assert fix["outcome"] == "ok" and "_BEST.update({" in fix["variant"]
+    assert "tuning run" in (out / "report.md").read_text()
+    audit = cli("report", out / "session.json", "--audit")
+    assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
