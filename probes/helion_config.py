@@ -195,6 +195,6 @@ def mechanism(session, base) -> str | None:
                    f"harness; pinning the configs obeys it.")
     if tuning is not None:
         out.append(f"The configs come from the tuning run {tuning.id} (every shape once, outside any budget, "
-                   f"Helion's quick effort, not timed){' on ' + gpu if gpu else ''}: tuned for this GPU, so on another "
+                   f"Helion's quick effort, at most 15 s a shape, not timed){' on ' + gpu if gpu else ''}: tuned for this GPU, so on another "
                    f"GPU (the problem's own) they run but may not be the fastest; tune there for the leaderboard.")
     return " ".join(out) or None

@@ -18,7 +18,7 @@ from diagnose.session import Session
 from diagnose.status import Status
 
 KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
-         "stale_lock": "a build lock left by the killed compile step"}
+         "stale_lock": "a build lock left by the killed compile step", "harness_rule": "a rule of the harness's"}
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,9 @@ from diagnose.analysis.evidence import effective
 from diagnose.analysis.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, Confidence, Status
+from diagnose.tasks.rules import rule_in
 from probes import BY_NAME
+from probes.base import CANNOT_TOGGLE, TUNE
 
 
 def _user_site(session: Session, site: dict | None) -> dict | None:
@@ -62,8 +64,15 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
                                    if hot else None), confirmed=confirmed, hot_spot=hot)
-    none = "no probe found a suspect to toggle" if not single_runs(session) else \
-        "no probe toggle and no combination of them changed that"
+    none = tried(session)
+    rule = rule_in(session.harness.get("rules") or [], f"{(st.exception or {}).get('type', '')} {st.message}")
+    if rule and st.status != Status.TIMEOUT:
+        at = f"line {site['line']}" if site else (st.phase or "start-up")
+        return Cause(rank=0, suspects=[], kind="harness_rule", confidence=conf, changes_outcome=False, narrative=(
+            f"The harness's own rule stops it, not a bug in the code: {rule['file']} line {rule['line']} sets "
+            f"{rule['name']}={rule['value']}, and the submission fails under it ({st.status}: "
+            f"{_first_line(st.message)}) at {at} in {st.name}. A fix must obey the rule; {none}."),
+            evidence=[base.id], site=site, confirmed=confirmed)
     if hot:
         hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
         # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
@@ -99,6 +108,24 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                          (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
     return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
+
+def _first_line(text: str) -> str:
+    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
+    return line if len(line) <= 300 else line[:297] + "..."
+
+
+def tried(session: Session) -> str:
+    """What was tried and why each failed, instead of a bare "nothing helped": every single toggle's run and
+    how it ended, and every probe that found its suspect but could not make or verify a toggle, with why."""
+    runs = single_runs(session)
+    stuck = [p for p in session.probes if p.get("state") in (CANNOT_TOGGLE, TUNE)]
+    if not runs and not stuck:
+        return "no probe found a suspect to toggle"
+    parts = [f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
+             (f" in {r.failed_stage.name}" if r.failed_stage else "") for r in runs[:8]]
+    parts += [f"{p['name']} {p['state']}: {_first_line(p.get('why', ''))[:240]}" for p in stuck]
+    return "the strategies tried did not fix it: " + "; ".join(parts)
 
 
 def variant_runs(session: Session) -> list[Run]:

@@ -12,6 +12,11 @@ export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/out}/r; mkdir -p "$R" reports/examples
 nvidia-smi --query-gpu=name,driver_version,memory.total,memory.used --format=csv | tee "$R/gpu.txt"
 python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__, "python", sys.version.split()[0])' | tee -a "$R/gpu.txt"
+# Helion travels as wheels (.whl, carried): installed into the image's own environment, as a package of it
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl 2>&1 | tail -2
+  python3 -c 'import helion; print("helion", helion.__version__)' | tee -a "$R/gpu.txt"
+fi
 pack() { tar czf "${OUT:-/tmp/out}/results.tgz" -C "$R/.." r; }
 example() {   # committed example reports: the command that makes each
   case $1 in
@@ -29,6 +34,10 @@ example() {   # committed example reports: the command that makes each
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
+    hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --stages compile,test,benchmark --budget 30" ;;
+    helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --stages compile,test,benchmark --budget 40" ;;
+    helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test,benchmark" ;;
+    helion-causal-conv1d) echo "run tests/fixtures/gpu/helion_causal_conv1d_no_config.py --problem .problems/helion/causal_conv1d_py --stages compile,test,benchmark" ;;
   esac
 }
 for part in "$@"; do
@@ -51,6 +60,7 @@ for part in "$@"; do
     direct:*) IFS=: read -r _ dir sub mode <<< "$part"     # a folder's own eval.py, as the harness runs it
               bash tests/gpu/harness_direct.sh ".problems/$dir" ".problems/$dir/$sub" "$mode" > "$R/direct-$mode.txt" 2>&1
               rc=$?; cat "$R/direct-$mode.txt" | head -30 ;;
+    smoke:*) timeout 300 python3 "tests/gpu/${part#smoke:}.py" > "$R/smoke.txt" 2>&1; rc=$?; tail -20 "$R/smoke.txt" ;;
     home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
             rc=0; tail -1 "$R/home-${part#home:}.txt" ;;
     *) echo "unknown part $part"; rc=2 ;;

@@ -37,7 +37,9 @@ from diagnose.status import ENDS_RUN, Status
 from diagnose.tasks.loader import Task, spec_line, stage_cases, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
-TUNING_EFFORT = "quick"        # Helion's search effort in a tuning run, unless the user's environment sets one
+# Helion's search in a tuning run, unless the user's environment sets them: the quick effort, at most 15 s per
+# shape (a full search takes minutes per shape; the tuning run does every shape of the task)
+TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS": "15"}
 
 
 @dataclass
@@ -240,7 +242,7 @@ class StageRunner:
                           tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv, shared=list(s.shared),
                           memo=list(job.memo))
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
-            env = {**env, "HELION_AUTOTUNE_EFFORT": env.get("HELION_AUTOTUNE_EFFORT") or TUNING_EFFORT}
+            env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}
         spec_path = box.tool / f"{tag}.spec.json"
         spec_path.write_text(spec.to_json())
 
