@@ -47,7 +47,7 @@ for part in "$@"; do
              rc=$?; tail -25 "$R/bench-${part#bench:}.txt" ;;
     example:*) name=${part#example:}
                # a relative --out: the recorded command and paths carry no machine's directory layout
-               timeout 400 python3 -m diagnose $(example "$name") --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+               timeout "${EX_TIMEOUT:-400}" python3 -m diagnose $(example "$name") --out "reports/examples/$name" > "$R/$name.txt" 2>&1
                rc=$?; mkdir -p "$R/$name"; cp reports/examples/$name/session.json reports/examples/$name/report.md "$R/$name/" 2>/dev/null
                head -12 "$R/$name.txt" ;;
     pytest:*) timeout 400 python3 -m pytest -m gpu -q -p no:cacheprovider -k "${part#pytest:}" > "$R/pytest.txt" 2>&1

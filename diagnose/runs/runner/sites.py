@@ -21,6 +21,17 @@ def tidy(text: str) -> str:
     return _SITE_PACKAGES.sub(r"…/\1/", text or "").replace(TOOL_ROOT + os.sep, "…/")
 
 
+def undouble(text: str) -> str:
+    """A message whose template was applied twice, shown once. An exception class that formats its message from
+    a template ("Autotuning is disabled {0}, please provide ...") and is pickled back from a pool worker is
+    built again from its formatted text, so the template wraps itself: "P P x, S, S" becomes "P x, S"."""
+    m = text or ""
+    n = len(m)
+    i = next((k for k in range(n // 3, 7, -1) if m[:k] == m[k:2 * k]), 0)
+    j = next((k for k in range(n // 3, 7, -1) if m[n - 2 * k:n - k] == m[n - k:]), 0)
+    return m[i:n - j] if i and j and n - i - j > 0 else m
+
+
 _STACK_FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
 

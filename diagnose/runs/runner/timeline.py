@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 from diagnose.runs.runner.child import ChildResult
-from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy
+from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy, undouble
 from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report,
                                               report_failure, state_of, timing_of)
 from diagnose.session import Contention, Phase, StageResult
@@ -65,7 +65,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     for e in ev:
         if e["k"] in ("exception", "worker_error"):
             e["traceback"] = tidy(e.get("traceback", ""))
-            e["message"] = tidy(e.get("message", ""))
+            e["message"] = undouble(tidy(e.get("message", "")))
             for f in e.get("frames") or []:
                 f["file"] = tidy(f" {f.get('file', '')}").lstrip()
     t0 = child.start_t
