@@ -34,10 +34,10 @@ example() {   # committed example reports: the command that makes each
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
-    hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --stages compile,test,benchmark --budget 30" ;;
-    helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --stages compile,test,benchmark --budget 40" ;;
-    helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test,benchmark" ;;
-    helion-causal-conv1d) echo "run tests/fixtures/gpu/helion_causal_conv1d_no_config.py --problem .problems/helion/causal_conv1d_py --stages compile,test,benchmark" ;;
+    hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 20" ;;
+    helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --small --stages compile,test,benchmark --budget 40" ;;
+    helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test" ;;
+    helion-causal-conv1d) echo "run tests/fixtures/gpu/helion_causal_conv1d_no_config.py --problem .problems/helion/causal_conv1d_py --stages compile,test" ;;
   esac
 }
 for part in "$@"; do
@@ -60,6 +60,9 @@ for part in "$@"; do
     direct:*) IFS=: read -r _ dir sub mode <<< "$part"     # a folder's own eval.py, as the harness runs it
               bash tests/gpu/harness_direct.sh ".problems/$dir" ".problems/$dir/$sub" "$mode" > "$R/direct-$mode.txt" 2>&1
               rc=$?; cat "$R/direct-$mode.txt" | head -30 ;;
+    both:*) IFS=: read -r _ a b <<< "$part"     # two examples side by side (no timing of theirs is compared)
+            for n in $a $b; do (timeout "${EX_TIMEOUT:-400}" python3 -m diagnose $(example "$n") --out "reports/examples/$n" > "$R/$n.txt" 2>&1; mkdir -p "$R/$n"; cp reports/examples/$n/session.json reports/examples/$n/report.md "$R/$n/" 2>/dev/null) & done
+            wait; rc=$?; tail -4 "$R/$a.txt" "$R/$b.txt" ;;
     smoke:*) timeout 300 python3 "tests/gpu/${part#smoke:}.py" > "$R/smoke.txt" 2>&1; rc=$?; tail -20 "$R/smoke.txt" ;;
     home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
             rc=0; tail -1 "$R/home-${part#home:}.txt" ;;
