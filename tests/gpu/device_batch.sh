@@ -34,7 +34,7 @@ example() {   # committed example reports: the command that makes each
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
-    hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 20" ;;
+    hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 12" ;;
     helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --small --stages compile,test,benchmark --budget 40" ;;
     helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test" ;;
     helion-causal-conv1d) echo "run tests/fixtures/gpu/helion_causal_conv1d_no_config.py --problem .problems/helion/causal_conv1d_py --stages compile,test" ;;
