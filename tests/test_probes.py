@@ -29,7 +29,7 @@ def test_registry_is_ordered_and_complete():
     names = [m.INFO.name for m in REGISTRY]
     assert names[:2] == ["graph_capture", "compile_mode"]
     assert set(names) >= {"compile_mode", "fullgraph", "warmup", "import_init", "graph_capture", "cache", "recompile",
-                          "autotune", "extension_build"}
+                          "autotune", "extension_build", "helion", "search"}
 
 
 def test_round9_every_toggle_is_valid_and_minimal():
@@ -37,7 +37,8 @@ def test_round9_every_toggle_is_valid_and_minimal():
     # import_init and cache are decided from the baseline's run: before it, they wait
     assert {n: pl.state for n, pl in p.items()} == {
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
-        "import_init": ABSENT, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT}
+        "import_init": ABSENT, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
+        "helion": ABSENT, "search": ABSENT}
     for name, pl in p.items():
         for t in pl.toggles:
             if not t.apply:

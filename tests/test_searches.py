@@ -6,10 +6,11 @@ import ast
 import json
 from pathlib import Path
 
-from diagnose.session import Phase, Role, Run, StageResult
+from diagnose.session import Role, Run, StageResult
 from diagnose.source.scan import scan_source
 from diagnose.status import Status
-from diagnose.tasks.rules import evaluator_rules, rule_in
+from diagnose.analysis.findings import rule_in
+from diagnose.tasks.rules import evaluator_rules
 from probes import helion_config, search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
 from tests.conftest import cli
@@ -150,3 +151,40 @@ def test_a_search_written_by_hand_is_pinned_from_a_tuning_run_and_verified(tmp_p
     assert "tuning run" in (out / "report.md").read_text()
     audit = cli("report", out / "session.json", "--audit")
     assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
+
+
+def test_a_message_whose_template_was_applied_twice_reads_once():
+    from diagnose.runs.runner.sites import undouble
+    twice = ("Autotuning is disabled Autotuning is disabled by HELION_DISALLOW_AUTOTUNING=1, please provide a config "
+             "to @helion.kernel via the config= argument., please provide a config to @helion.kernel via the config= "
+             "argument.")
+    assert undouble(twice) == ("Autotuning is disabled by HELION_DISALLOW_AUTOTUNING=1, please provide a config to "
+                               "@helion.kernel via the config= argument.")
+    once = "RuntimeError: CUDA error: an illegal memory access was encountered"
+    assert undouble(once) == once
+
+
+def test_a_harness_rule_with_no_verified_fix_is_named_as_the_rule_with_the_strategies_tried():
+    """No toggle fixed it: the cause is the evaluator's rule (where it is set), not "a bug in the code", and it
+    lists what was tried and how each ended instead of "no probe found a suspect"."""
+    from diagnose.analysis import bisector, summary
+    from diagnose.analysis.audit import audit
+    from tests.builders import run, session
+    exc = {"type": "AutotuningDisallowedInEnvironment", "message": "disabled by HELION_DISALLOW_AUTOTUNING=1"}
+    s = session([run("r0", outcome="crash", fail_at="test", exception=exc,
+                     site={"file": "/tmp/x/submission.py", "line": 7, "func": "custom_kernel"}),
+                 run("r1", "warmup", "warmup N->1", outcome="crash", fail_at="test")])
+    s.runs[0].failed_stage.message = "AutotuningDisallowedInEnvironment: disabled by HELION_DISALLOW_AUTOTUNING=1"
+    s.harness["rules"] = RULES
+    s.probes = [{"name": "warmup", "state": RUN, "why": "", "evidence": {}, "toggles": ["warmup N->1"]},
+                {"name": "helion", "state": CANNOT_TOGGLE, "why": "the tuning run r2 found no config: OutOfResources",
+                 "evidence": {}, "toggles": []}]
+    bisector.search(s, ["warmup"], fails=lambda keep: True)
+    bisector.conclude(s)
+    s.verdict = summary.verdict(s)
+    top = s.causes[0]
+    assert top.kind == "harness_rule", top
+    assert "eval.py line 526 sets HELION_DISALLOW_AUTOTUNING=1" in top.narrative and "not a bug" in top.narrative
+    assert "the strategies tried did not fix it: warmup N->1 (r1) ended crash in test" in top.narrative
+    assert "helion cannot toggle: the tuning run r2 found no config" in top.narrative
+    assert audit(s) == [], [str(f) for f in audit(s)]

@@ -27,7 +27,7 @@ Rules (the ids are stable: they are what a finding is reported under):
                    baseline ran. Runs that all failed support no such cause
   cause-interaction an interaction has a run that kept all of its suspects and failed as the baseline did
   cause-all-failed "too slow wherever it runs" needs variants, every one of which ended as the baseline did
-  cause-unchanged  "no toggle and no combination changed that" needs that no variant got past the failure
+  cause-unchanged  "the strategies tried did not fix it" needs that no variant got past the failure
   cleared-same     each run behind "not the cause" ended the way the baseline did, at the same point
   figure-equal     a figure a conclusion states (seconds saved, a fix's µs per call) is what its runs give
   outside-state    a verdict of OK, a verified fix and "not the cause" never rest on a run that read state from
@@ -234,7 +234,7 @@ def _causes(s: Session) -> list[Finding]:
             other = next((r for r in variants if r.outcome != base.outcome), None)
             out.append(Finding("cause-all-failed", key, f"{other.id} ended {other.outcome}, not {base.outcome}"
                                if other else "no variant ran to show that it fails wherever it runs"))
-        elif "no probe toggle and no combination" in c.narrative:
+        elif "the strategies tried did not fix it" in c.narrative or "no probe toggle and no combination" in c.narrative:
             got = [r for r in variant_runs(s) if compare(s, base, r) == "fixed"]
             if got:
                 out.append(Finding("cause-unchanged", key, f"{got[0].id} ({got[0].toggle or got[0].probe}) got past "

@@ -95,3 +95,9 @@ class Fix:
     @classmethod
     def from_dict(cls, d: dict) -> "Fix":
         return cls(**{**d, "costs": [FixCost(**c) for c in d.get("costs", [])]})
+
+
+def rule_in(rules: list[dict], text: str) -> dict | None:
+    """The harness rule (tasks/rules.py: what the evaluator sets) that a failure's message names by its
+    variable, if any."""
+    return next((r for r in rules if r["name"] in (text or "")), None)

@@ -10,7 +10,7 @@ from diagnose.analysis.evidence import effective
 from diagnose.analysis.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, Confidence, Status
-from diagnose.tasks.rules import rule_in
+from diagnose.analysis.findings import rule_in
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
 

@@ -34,8 +34,3 @@ def evaluator_rules(path: str | Path) -> list[dict]:
         if pair and all(isinstance(x, ast.Constant) and isinstance(x.value, str) for x in pair):
             out.append({"name": pair[0].value, "value": pair[1].value, "file": p.name, "line": node.lineno})
     return sorted(out, key=lambda r: r["line"])
-
-
-def rule_in(rules: list[dict], text: str) -> dict | None:
-    """The rule a failure's message names (by its variable), if any."""
-    return next((r for r in rules if r["name"] in (text or "")), None)
