@@ -12,6 +12,7 @@ import json
 from functools import partial
 
 from diagnose.source.edits import apply_edits
+from probes.build_at_import import warm_in_main
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("autotune", "Triton autotuning at run time",
@@ -92,6 +93,20 @@ def one_config(records: list[dict], kernel: str) -> dict | None:
     return json.loads(best)
 
 
+def cache_on_disk(source: str, cases: str) -> str:
+    """Each @triton.autotune keeps its results on disk (cache_results=True), and a `__main__` warm-up has the
+    harness's compile step tune every shape of the task, so that the stage reads the results instead of tuning."""
+    edits = []
+    for s in sites(source, "autotune"):
+        d = s.details
+        if d.get("cache_results_span"):
+            edits.append((d["cache_results_span"], "True"))
+        elif d.get("call_end"):
+            edits.append(([d["call_end"][0], d["call_end"][1], d["call_end"][0], d["call_end"][1]],
+                          ", cache_results=True"))
+    return warm_in_main(apply_edits(source, edits), json.loads(cases))
+
+
 def _toggles(recs: list[dict], pinnable: dict, keys: dict, churned: list[dict]) -> list[Toggle]:
     n = sum(len(v) for v in pinnable.values())
     out = [Toggle(INFO.name, f"autotune pinned to the {n} winning config(s)",
@@ -130,4 +145,8 @@ def plan(ctx: PlanContext) -> Plan:
     if not pinnable:
         return Plan(CANNOT_TOGGLE, why + "; no @triton.autotune in the source has configs this probe can edit",
                     evidence=evidence)
-    return Plan(RUN, why, _toggles(recs, pinnable, keys, churned), evidence=evidence)
+    toggles = _toggles(recs, pinnable, keys, churned)
+    if ctx.cases and not churned:    # a key that changes on every call is never found on disk
+        toggles.append(Toggle(INFO.name, "tuned in the compile step (cache_results=True, a __main__ warm-up)",
+                              partial(cache_on_disk, cases=json.dumps(ctx.cases))))
+    return Plan(RUN, why, toggles, evidence=evidence)

@@ -44,6 +44,7 @@ class PlanContext:
     baseline: Run | None = None
     tuning: Run | None = None     # the tuning run, once one ran (see TUNE)
     rules: list = field(default_factory=list)   # what the problem's evaluator sets: [{name, value, file, line}]
+    cases: list = field(default_factory=list)   # the task's test and benchmark cases, for a warm-up written in
 
 
 @dataclass

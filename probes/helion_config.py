@@ -188,7 +188,11 @@ def mechanism(session, base) -> str | None:
     rule = rule_in(rules, failure) if DISALLOWED in failure else None
     tuning = next((r for r in session.runs if str(r.role) == "tuning"), None)
     gpu = next((e.get("gpu") for st in (tuning.stages if tuning else []) for e in st.events if e["k"] == "env"), None)
-    out = []
+    out, recs = [], searches(base)
+    if recs:    # the whole cost: a search at every new shape, summed, not the slice the deadline cut off
+        out.append(f"The baseline searched {len(recs)} time(s) ({len({r['shape'] for r in recs})} shape(s)), "
+                   f"{sum(float(r['seconds'] or 0) for r in recs):.1f} s together"
+                   + ("" if all(r["done"] for r in recs) else ", the last cut off by the deadline") + ".")
     if rule:
         out.append(f"This is the harness's own rule, not a bug in the code: {rule['file']} line {rule['line']} sets "
                    f"{rule['name']}={rule['value']}, so a Helion kernel without a config may not search on the "

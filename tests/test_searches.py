@@ -188,3 +188,26 @@ def test_a_harness_rule_with_no_verified_fix_is_named_as_the_rule_with_the_strat
     assert "the strategies tried did not fix it: warmup N->1 (r1) ended crash in test" in top.narrative
     assert "helion cannot toggle: the tuning run r2 found no config" in top.narrative
     assert audit(s) == [], [str(f) for f in audit(s)]
+
+
+def test_a_disk_cached_autotune_is_tuned_by_the_compile_steps_warm_up():
+    """cache_results=True on every @triton.autotune (set, or turned on where it was False), and a __main__
+    block that runs each distinct shape once; a block the file has keeps its own statements first."""
+    from probes.autotune import cache_on_disk
+    src = (FIXTURES / "gpu" / "triton_autotune.py").read_text()
+    cases = json.dumps([{"m": 64, "n": 128, "k": 256, "seed": 1}, {"m": 64, "n": 128, "k": 256, "seed": 2},
+                        {"m": 32, "n": 96, "k": 64, "seed": 3}])
+    out = cache_on_disk(src, cases)
+    tree = ast.parse(out)
+    dec = next(n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)).decorator_list[0]
+    assert {k.arg: ast.unparse(k.value) for k in dec.keywords}["cache_results"] == "True"
+    main = tree.body[-1]
+    assert isinstance(main, ast.If) and "__main__" in ast.unparse(main.test)
+    loop = next(n for n in main.body if isinstance(n, ast.For))
+    assert [c["seed"] for c in ast.literal_eval(loop.iter)] == [1, 3]      # one per shape
+    off = src.replace('key=["n"])', 'key=["n"], cache_results=False)')
+    assert 'cache_results=True)' in cache_on_disk(off, cases) and "cache_results=False" not in cache_on_disk(off, cases)
+    own = src + '\n\nif __name__ == "__main__":\n    print("own")\n'
+    mine = ast.parse(cache_on_disk(own, cases)).body[-1]
+    assert ast.unparse(mine.body[0]) == "print('own')" and len([n for n in ast.parse(cache_on_disk(own, cases)).body
+                                                                if isinstance(n, ast.If)]) == 1

@@ -66,7 +66,8 @@ class Prepared:
         return Options(**{"probes": self.probes, "jobs": self.jobs, "gpu": self.gpu, "bisect": self.probes != [],
                           "preflight": not t.builtin,
                           "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-                          "problem": t.directory, "gpus_for": t.gpus, "rules": _rules(t), **overrides})
+                          "problem": t.directory, "gpus_for": t.gpus, "rules": _rules(t),
+                          "cases": list(t.tests) + list(t.benchmarks), **overrides})
 
 
 def positive(flag: str, val: float | None) -> None:

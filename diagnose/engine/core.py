@@ -48,6 +48,7 @@ class Options:
     problem: str = ""                    # the problem folder, for messages
     gpus_for: list = field(default_factory=list)   # the GPUs the problem is set for
     rules: list = field(default_factory=list)      # what the problem's evaluator sets ([{name, value, file, line}])
+    cases: list = field(default_factory=list)      # the task's test then benchmark cases (a warm-up's shapes)
 
 
 class Engine(RunPool, Planning, Conclusions, Preflight):

@@ -18,7 +18,8 @@ class Planning:
         """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
         the source plan (they start with the baseline); after it, every probe plans again from what the
         baseline did, and anything new it finds is launched then."""
-        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline, tuning, list(self.opts.rules))
+        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline, tuning, list(self.opts.rules),
+                          list(self.opts.cases))
         chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
         return {m.INFO.name: m.plan(ctx) for m in REGISTRY
                 if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)

@@ -178,7 +178,10 @@ class RuntimeFinders:
                     "configs_literal": isinstance(configs, (ast.List, ast.Tuple)), "config_class": prefix,
                     # the arguments a new value of which makes the autotuner tune again, where the list is literal
                     "keys": list(names) if isinstance(names, (list, tuple)) and all(isinstance(n, str) for n in names)
-                    else None, "key_span": span(key) if key is not None else None}))
+                    else None, "key_span": span(key) if key is not None else None,
+                    # where cache_results=True goes: its value, or just before the call's closing parenthesis
+                    "cache_results_span": next((span(k.value) for k in dec.keywords if k.arg == "cache_results"),
+                                               None), "call_end": [dec.end_lineno, dec.end_col_offset - 1]}))
 
     def find_extensions(self) -> None:
         for node in ast.walk(self.tree):
