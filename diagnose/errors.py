@@ -10,3 +10,12 @@ class BadInput(Exception):
 
 class CannotJudge(Exception):
     """This machine cannot judge the submission (no GPU of its kind, a package it lacks): exit 3."""
+
+
+class Refused(Exception):
+    """KernelBot would refuse the file before running anything (source/refusals.py): each reason, one line
+    each; the CLI prints them and exits 1, a problem found."""
+
+    def __init__(self, path: str, reasons: list):
+        super().__init__(reasons[0].message if reasons else "refused")
+        self.path, self.reasons = path, reasons

@@ -7,8 +7,10 @@ from __future__ import annotations
 from diagnose.analysis import carried, evidence
 from diagnose.analysis.findings import Verdict
 from diagnose.analysis.measures import geomean, recompiles, steady_us
+from diagnose.runs.harness import RUNNER_ALLOWANCE, WIDE_MARGIN
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
+
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -63,6 +65,18 @@ def run_row(run: Run) -> dict:
     return {"import_s": imp, "compile_s": compile_split(comp)["total"] if comp else 0.0,
             "first_call": fc, "capture_s": round(cap_s, 3), "steady_us": geomean(steady.values()),
             "per_case_us": steady, "worst_stage": worst, "recompiles": sum(len(recompiles(s)) for s in stages)}
+
+
+def margin_need(st, seconds: float) -> float:
+    """A stage's time as check's margin rule counts it: the top of its predicted 95 % range where its timing
+    loops were sampled (the measured spread), else its time; then the allowance for a slower or busier runner."""
+    hi = (st.predicted_range or [None, None])[1] or seconds
+    return max(hi, seconds) * (1 + RUNNER_ALLOWANCE)
+
+
+def wide(need: float, budget: float) -> bool:
+    """A wide margin: the stage's time, with spread and allowance, under WIDE_MARGIN of its budget."""
+    return need <= WIDE_MARGIN * budget
 
 
 def margins(run: Run) -> list[dict]:

@@ -23,7 +23,7 @@ from rich.markup import escape
 import diagnose
 from diagnose.cli.wiring import (Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity,
                                   walled_off)
-from diagnose.errors import BadInput
+from diagnose.errors import BadInput, Refused
 from diagnose.runs import harness
 
 try:   # typer >= 0.20 carries its own copy of click
@@ -72,6 +72,9 @@ SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
                      help="Shape set: the small one or the task's own (default: small without a GPU).")
 QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
 VERBOSE = typer.Option(False, "--verbose", "-v", help="Also print each phase as it ends.")
+PROBLEMS_ROOT = typer.Option(None, "--problems-root", metavar="DIR",
+                             help="A reference-kernels checkout: a submission's `#!POPCORN leaderboard` header finds "
+                                  "its problem folder there (default: $DIAGNOSE_PROBLEMS_ROOT).")
 RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
                       help="Replay scripted stage results instead of starting processes (tests).")
 
@@ -80,6 +83,7 @@ RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
 def run(
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
+    problems_root: Optional[Path] = PROBLEMS_ROOT,
     task: str = TASK,
     budget: Optional[float] = BUDGET,
     compile_budget: Optional[float] = COMPILE_BUDGET,
@@ -113,7 +117,7 @@ def run(
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import exit_code
     prep = prepare(Inputs(submission, problem, task, budget, compile_budget, stages, full, max_rss, keep,
-                          sample_repeats, small, not no_sample, probes, jobs, repeat, gpus))
+                          sample_repeats, small, not no_sample, probes, jobs, repeat, gpus, problems_root))
     if fix is not None and fix.is_dir():
         raise BadInput(f"--fix {fix}: is a directory; give a file name")
     outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
@@ -132,6 +136,7 @@ def run(
 def check(
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
+    problems_root: Optional[Path] = PROBLEMS_ROOT,
     task: str = TASK,
     budget: Optional[float] = BUDGET,
     compile_budget: Optional[float] = COMPILE_BUDGET,
@@ -149,7 +154,8 @@ def check(
     from diagnose.cli.exits import check_exit
     from diagnose.output.console import check_table
     from diagnose.source.risks import static_risks
-    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1))
+    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1,
+                          problems_root=problems_root))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
@@ -254,6 +260,15 @@ def _error(msg: str, code: int = 2) -> int:
     return code
 
 
+def _refused(e: Refused) -> int:
+    """KernelBot's refusal, as the harness words it, then where in the file and what passes instead."""
+    for msg in dict.fromkeys(r.message for r in e.reasons):
+        out.print(f"[bold red]REFUSED[/] by KernelBot before any run: {escape(msg)}")
+        for r in (x for x in e.reasons if x.message == msg):
+            out.print(f"  {escape(e.path)}: {escape(r.describe())}")
+    return 1
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors (typer's too) and BadInput become one `error:` line and exit 2."""
     try:
@@ -265,6 +280,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_error(e.format_message().replace("\n", " ")))
     except BadInput as e:
         sys.exit(_error(str(e)))
+    except Refused as e:
+        sys.exit(_refused(e))
     except (_ABORT, KeyboardInterrupt):
         sys.exit(130)
     except _cx.ClickException as e:

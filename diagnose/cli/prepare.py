@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import diagnose
 from diagnose.errors import BadInput
 from diagnose.runs import device, harness
+from diagnose.source.popcorn import headers
 
 if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
     from diagnose.engine import Options
@@ -43,6 +44,7 @@ class Inputs:
     jobs: int | None = None
     repeat: int = 1
     gpus: str | None = None
+    problems_root: Path | None = None
 
 
 @dataclass
@@ -128,6 +130,34 @@ def shown_path(p: Path) -> str:
         return str(p)
 
 
+def _problem_from_header(i: Inputs, head: dict) -> tuple[Path | None, dict | None]:
+    """--problem wins; else the `#!POPCORN leaderboard` header, resolved in the reference-kernels checkout
+    (--problems-root, or DIAGNOSE_PROBLEMS_ROOT). A header for another problem with no way to find it is bad
+    input: the built-in task would judge the wrong problem."""
+    from diagnose.tasks.leaderboards import ENV, resolve, root_from
+    from diagnose.tasks.loader import BUILTIN
+    board = head.get("leaderboard")
+    if i.problem is not None or board is None:
+        return i.problem, None
+    root = root_from(i.problems_root)
+    if root is not None:
+        entry = resolve(board["value"], root)
+        return entry["directory"], entry
+    if board["value"] in BUILTIN:
+        return None, None
+    raise BadInput(f"{i.submission}:{board['line']}: the header names leaderboard '{board['value']}'; give a "
+                   f"reference-kernels checkout with --problems-root DIR (or {ENV}), or its folder with --problem DIR")
+
+
+def target_record(head: dict, board: dict | None, task_gpus: list[str], here: list[str]) -> dict:
+    """The GPUs the submission is meant for (its header, the leaderboard's list, the task's own) and this
+    machine's, for the report's target paragraph (analysis/target.py)."""
+    return {"leaderboard": (board or {}).get("name") or (head.get("leaderboard") or {}).get("value"),
+            "listed_in": (board or {}).get("listed_in"), "header_gpu": (head.get("gpu") or {}).get("value"),
+            "header_line": (head.get("gpu") or {}).get("line"),
+            "gpus": list(dict.fromkeys((board or {}).get("gpus", []) + list(task_gpus))), "here": here}
+
+
 def _rules(t) -> list[dict]:
     """What the folder's evaluator sets for the submission (tasks/rules.py)."""
     from diagnose.tasks.rules import evaluator_rules
@@ -162,7 +192,9 @@ def prepare(i: Inputs) -> Prepared:
     gpu_ids = gpu_list(i.gpus)
     sub = load_submission(i.submission)
     gpu = device.has_gpu()
-    t = load_task(i.problem, i.task, small=i.small if i.small is not None else not gpu)
+    head = headers(sub.source)
+    problem, board = _problem_from_header(i, head)
+    t = load_task(problem, i.task, small=i.small if i.small is not None else not gpu)
     settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
                            depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
                            max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
@@ -181,6 +213,7 @@ def prepare(i: Inputs) -> Prepared:
                  "compile_step": compile_step, "ranking_by": t.ranking_by,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
                  "rules": _rules(t),
+                 "target": target_record(head, board, t.gpus, device.gpu_names() if gpu else []),
                  "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
                                "shared": settings.shared,
                                # what the harness writes into the container before each stage

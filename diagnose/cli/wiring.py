@@ -94,7 +94,13 @@ WALLS = ("/tmp", "/dev/shm", "/var/tmp")
 
 def walled_off(runner, session) -> None:
     """Before any run: where this machine cannot give a run a private /tmp (no mount namespace), say so in the
-    first lines, and in the report: /tmp is then this machine's, and a run that reads it proves nothing."""
+    first lines, and in the report: /tmp is then this machine's, and a run that reads it proves nothing. So too
+    a GPU other than the one the submission's header or the problem names."""
+    from diagnose.analysis.target import mismatch
+    other = mismatch(session)
+    if other:
+        session.notes.append(other)
+        err.print(other)
     check = getattr(runner, "isolation", None)
     if check is None:
         return

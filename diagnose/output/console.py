@@ -59,21 +59,27 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
     Without a GPU, timings are shown but not judged (they say nothing about a GPU budget): a pass there is
     PASSED ON CPU, never SAFE."""
     t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
-    for col in ("stage", "status", "seconds", "budget", "note"):
+    for col in ("stage", "status", "seconds", "budget", "share", "note"):
         t.add_column(col)
-    over, cpu_over = [], []
+    over, cpu_over, tight, wide = [], [], [], []
     base = session.baseline
     for m, st in zip(summary.margins(base), [s for s in base.stages if s.status not in
                                              (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)]) if base else []:
         sec = f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else "") + ("" if gpu else " (CPU)")
         if m["seconds"] > m["budget_s"]:
             (over if gpu else cpu_over).append(m["stage"])
+        need = summary.margin_need(st, m["seconds"])
+        if gpu and m["seconds"] <= m["budget_s"] < need:
+            tight.append(f"{m['stage']} {need:.1f} s of {m['budget_s']:.0f}")
+        wide.append(summary.wide(need, m["budget_s"]))
+        share = f"{m['seconds'] / m['budget_s']:.0%}" if m["budget_s"] else "—"
         c = st.compile_step
         if c is not None:
             t.add_row(f"{st.name}: compile step", str(c.status), f"{c.charged_s:.1f}" + ("" if gpu else " (CPU)"),
-                      f"{c.budget_s:.0f}", escape(("the harness ignores it: " + c.message if c.message else
-                                                   "the harness ignores how it ends")[:80]))
-        t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", escape(st.message[:80]))
+                      f"{c.budget_s:.0f}", f"{c.charged_s / c.budget_s:.0%}" if c.budget_s else "—",
+                      escape(("the harness ignores it: " + c.message if c.message else
+                              "the harness ignores how it ends")[:80]))
+        t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(st.message[:80]))
     lines: list = [t]
     for r in risks:
         color = "red" if r["severity"] == "error" else "yellow"
@@ -88,10 +94,18 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
         lines.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
     if not gpu:
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
+    if tight:
+        lines.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier runner, "
+                     f"{', '.join(tight)} s passes its budget")
     risky = any(r["severity"] == "error" for r in risks)
-    passed = status == Status.OK and not over and not risky
+    passed = status == Status.OK and not over and not risky and not tight
+    if passed and gpu and wide and all(wide):
+        lines.append(f"note: every stage has a wide margin (under half of its budget with spread "
+                     f"and allowance): a timeout on KernelBot with this file points outside the submission (the "
+                     f"queue, or a runner's own limit)")
     label = ("SAFE" if gpu else "PASSED ON CPU") if passed else \
-        "INCONCLUSIVE" if session.verdict.message.startswith("inconclusive:") else "AT RISK"
+        "INCONCLUSIVE" if session.verdict.message.startswith("inconclusive:") else \
+        "AT RISK (margin)" if tight and status == Status.OK and not over and not risky else "AT RISK"
     # the label always says which of its three reasons made it: a stage, a time, the source
     detail = (", over budget" if over and status == Status.OK else "") + \
         (", an error-level risk in the source" if risky and status == Status.OK else "") + \

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose.analysis import claims, hotspots, summary
+from diagnose.analysis import claims, hotspots, summary, target
 from diagnose.analysis.claims import Claim
 from diagnose.output import md_bisect, md_libs, md_stages, md_state
 from diagnose.output.text import code_span, fence
@@ -110,6 +110,9 @@ def _verdict(s: Session, cl: list[Claim]) -> list[str]:
     if s.harness.get("cpu_only"):
         out += ["_No GPU: the run used the CPU and the small shape set. CPU timings of the benchmark stages say "
                 "nothing about a GPU budget, and no verdict rests on them._", ""]
+    aim = target.paragraph(s)
+    if aim:
+        out += [f"**Target GPU.** {aim}", ""]
     return out
 
 

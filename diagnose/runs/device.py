@@ -31,3 +31,16 @@ def default_jobs() -> int:
     cpus = os.cpu_count() or 1
     mem_gb = psutil.virtual_memory().total / 2**30
     return max(1, min(cpus // 2, int(mem_gb // 8), 8))
+
+
+def gpu_names() -> list[str]:
+    """This machine's NVIDIA GPU models, from the driver's own files (no process, no torch)."""
+    import glob
+    out = []
+    for info in sorted(glob.glob("/proc/driver/nvidia/gpus/*/information")):
+        try:
+            with open(info) as fh:
+                out += [line.split(":", 1)[1].strip() for line in fh if line.startswith("Model:")]
+        except OSError:
+            pass
+    return out

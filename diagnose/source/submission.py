@@ -11,7 +11,8 @@ import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 
-from diagnose.errors import BadInput
+from diagnose.errors import BadInput, Refused
+from diagnose.source.refusals import refusals
 from diagnose.source.bindings import binds_dynamically, bindings
 
 ENTRY = "custom_kernel"
@@ -57,6 +58,9 @@ def load_submission(path: str | Path) -> Submission:
         raw = p.read_bytes()
     except OSError as e:
         raise BadInput(f"{p}: cannot read: {e.strerror}") from None
+    refused = refusals(raw)
+    if refused:      # KernelBot refuses it before any run: nothing here would say more
+        raise Refused(str(p), refused)
     try:
         source = raw.decode("utf-8-sig")     # Python itself accepts a byte order mark
     except UnicodeDecodeError as e:
