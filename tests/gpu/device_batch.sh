@@ -34,6 +34,9 @@ example() {   # committed example reports: the command that makes each
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
+    popcorn-grayscale) echo "check tests/fixtures/popcorn/grayscale.py --problems-root .problems/rk" ;;
+    popcorn-vectoradd) echo "check tests/fixtures/popcorn/vectoradd.py --problems-root .problems/rk" ;;
+    popcorn-conv2d-b200) echo "check tests/fixtures/popcorn/conv2d_b200.py --problems-root .problems/rk" ;;
     hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 12" ;;
     helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --small --stages compile,test,benchmark --budget 40" ;;
     helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test" ;;
