@@ -134,7 +134,7 @@ def test_the_target_paragraph_says_what_carries_over():
     assert "B200_Nebius (line 2)" in mismatch(s) and "do not carry over" in mismatch(s)
     assert "compile, build, import and autotune times, roughly" in paragraph(s)
     s.harness["target"] = {"header_gpu": "H100", "gpus": ["H100", "B200"], "here": ["NVIDIA H100 80GB HBM3"]}
-    assert mismatch(s) is None and paragraph(s).startswith("This machine's GPU (NVIDIA H100 80GB HBM3) is the one")
+    assert mismatch(s) is None and paragraph(s).startswith("This machine has NVIDIA H100 80GB HBM3: the header asks for H100; the problem")
     s.harness["target"] = {"header_gpu": None, "gpus": [], "here": []}
     assert paragraph(s) is None
 

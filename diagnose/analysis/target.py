@@ -37,14 +37,14 @@ def paragraph(session) -> str | None:
     head, gpus, here = t.get("header_gpu"), t.get("gpus") or [], t.get("here") or []
     if not head and not gpus:
         return None
-    named = " and ".join(x for x in (f"the header asks for {head}" if head else "",
-                                     f"the problem runs on {', '.join(gpus)}" if gpus else "") if x)
+    named = "; ".join(x for x in (f"the header asks for {head}" if head else "",
+                                  f"the problem runs on {', '.join(gpus)}" if gpus else "") if x)
     board = f" (leaderboard `{t['leaderboard']}`)" if t.get("leaderboard") else ""
     if mismatch(session) is None:
-        return (f"This machine's GPU ({', '.join(here)}) is the one {named}{board}: the stage times carry over, up "
-                f"to the runner's own load and the queue, which no run here measures.")
+        return (f"This machine has {', '.join(here)}: {named}{board}, so the stage times carry over, up to the "
+                f"runner's own load and the queue, which no run here measures.")
     mine = ", ".join(here) if here else "no GPU"
-    return (f"This machine has {mine}, and {named}{board}. What carries over: whether the file imports, compiles "
+    return (f"This machine has {mine}: {named}{board}. What carries over: whether the file imports, compiles "
             f"and builds, and whether its code passes the checks where it runs on both; compile, build, import "
             f"and autotune times, roughly (the CPU and the compilers do that work). What does not: kernel µs per "
             f"call and the benchmark stages' times; configs tuned here are this GPU's; and a kernel that needs the "
