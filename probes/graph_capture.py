@@ -121,7 +121,8 @@ def plan(ctx: PlanContext) -> Plan:
     where = ", ".join(f"L{s.line}" + (f" -> {', '.join(s.details['calls_compiled'])}" if s.details["calls_compiled"]
                                       else "") for s in (around or targets))
     if not targets:
-        return Plan(CANNOT_TOGGLE, f"compiled code ran inside a CUDA graph capture ({'; '.join(inside)[:200]}), but the "
+        held = "; ".join(inside)[:200]
+        return Plan(CANNOT_TOGGLE, f"compiled code ran inside a CUDA graph capture ({held}), but the "
                                    f"capture is not a `with torch.cuda.graph(g)` block this probe can rewrite",
                     evidence=evidence)
     toggles = [Toggle(INFO.name, "capture off", partial(capture_off, any_capture=anyc), removes=True)]

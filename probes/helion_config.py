@@ -68,7 +68,8 @@ def _set_kw(source: str, kernel: str, kw: str, value: str) -> str:
         elif d["call_span"]:
             sp = d["call_span"]
             inner = source.splitlines()[sp[2] - 1].encode()[: sp[3] - 1].decode().rstrip()
-            edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], ("" if inner.endswith("(") else ", ") + f"{kw}={value}"))
+            sep = "" if inner.endswith("(") else ", "
+            edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], f"{sep}{kw}={value}"))
         else:
             sp = d["bare_span"]
             edits.append(([sp[2], sp[3], sp[2], sp[3]], f"({kw}={value})"))
@@ -87,7 +88,8 @@ def pin_table(source: str, kernel: str, found: str) -> str:
             have.add(key)
             edits.append((e["value_span"], config_text(want[key], cls)))
     end = table["dict_span"]
-    added = "".join(f"    {k!r}: {config_text(v, cls)},  # tuned by diagnose\n" for k, v in want.items() if k not in have)
+    added = "".join(f"    {k!r}: {config_text(v, cls)},  # tuned by diagnose\n" for k, v in want.items()
+                    if k not in have)
     if added:
         edits.append(([end[2], end[3] - 1, end[2], end[3] - 1], "\n" + added if not source.splitlines()[end[2] - 1]
                       [: end[3] - 1].strip() else added))
@@ -128,7 +130,8 @@ def _toggles(ctx: PlanContext, found: dict[str, dict[tuple, dict]]) -> tuple[lis
         distinct = [json.loads(c) for c in dict.fromkeys(json.dumps(v, sort_keys=True) for v in per_shape.values())]
         if len(distinct) > 1:
             apply = partial(pin_decorator, kernel=kernel, found=json.dumps(distinct))
-            cands.append((f"Helion kernel {kernel} pinned to the {len(distinct)} configs the tuning run found ({{size}})",
+            cands.append((f"Helion kernel {kernel} pinned to the {len(distinct)} configs the tuning run found "
+                          f"({{size}})",
                           apply))
         common = max(distinct, key=lambda c: sum(json.dumps(v, sort_keys=True) == json.dumps(c, sort_keys=True)
                                                  for v in per_shape.values()))
@@ -150,7 +153,7 @@ def plan(ctx: PlanContext) -> Plan:
         return Plan(ABSENT, "no @helion.kernel in the source")
     recs, failure = searches(ctx.baseline), _failure(ctx.baseline)
     rule = rule_in(ctx.rules, failure) if DISALLOWED in failure or "HELION" in failure else None
-    if not recs and not (DISALLOWED in failure):
+    if not recs and DISALLOWED not in failure:
         return Plan(ABSENT, "the baseline ran no Helion search (every kernel had its config)")
     why = (f"{len(recs)} Helion search(es) in the baseline, {sum(float(r['seconds'] or 0) for r in recs):.1f} s"
            + ("" if all(r["done"] for r in recs) else ", the last cut off by the deadline")) if recs else \
@@ -199,6 +202,7 @@ def mechanism(session, base) -> str | None:
                    f"harness; pinning the configs obeys it.")
     if tuning is not None:
         out.append(f"The configs come from the tuning run {tuning.id} (every shape once, outside any budget, "
-                   f"Helion's quick effort, at most 15 s a shape, not timed){' on ' + gpu if gpu else ''}: tuned for this GPU, so on another "
+                   f"Helion's quick effort, at most 15 s a shape, not timed){' on ' + gpu if gpu else ''}: tuned "
+                   f"for this GPU, so on another "
                    f"GPU (the problem's own) they run but may not be the fastest; tune there for the leaderboard.")
     return " ".join(out) or None

@@ -55,7 +55,8 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
         if fail_at == name:
             stages.append(stage(name, status=outcome, message=f"{outcome} here", phase="first_call:256x512x256",
                                 site=site, exception=exception, **common))
-            stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=budgets[n]) for n in list(BUDGETS)[len(stages):]]
+            stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=budgets[n])
+                       for n in list(BUDGETS)[len(stages):]]
             break
         stages.append(stage(name, per_call_us=per_call_us, **common))
     role = role or (Role.BASELINE if probe is None else Role.SINGLE)

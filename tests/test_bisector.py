@@ -197,7 +197,8 @@ def test_within_noise_the_fix_that_names_the_mechanism_is_chosen():
     toggle the cause names, and the other one's cost is shown against it."""
     s = session([crash_base(),
                  run("r1", "compile_mode", "mode=default", per_call_us=US),
-                 run("r2", "compile_mode", "same mode, no CUDA graphs", per_call_us={k: v * 1.01 for k, v in US.items()}),
+                 run("r2", "compile_mode", "same mode, no CUDA graphs",
+                     per_call_us={k: v * 1.01 for k, v in US.items()}),
                  run("r3", "compile_mode", "compile off", per_call_us={k: v * 1.5 for k, v in US.items()})])
     analyze(s, ["compile_mode"])
     assert s.fix.run == "r2"

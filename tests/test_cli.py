@@ -15,7 +15,7 @@ HEALTHY = FIXTURES / "healthy.py"
 
 
 def one_error_line(res):
-    lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
     assert len(lines) == 1, res.stderr
     assert "Traceback" not in res.stderr and lines[0].startswith("error:")
     return lines[0]

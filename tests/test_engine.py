@@ -234,7 +234,8 @@ def test_when_the_baseline_cannot_be_judged_here_no_variant_runs():
     s, runner = diagnose(WARMUP_AT_IMPORT, script, jobs=1, probes=["warmup", "compile_mode"])
     assert [j["role"] for j in runner.jobs] == ["baseline"]
     others = [r for r in s.runs if r.role != Role.BASELINE]
-    assert others and all(r.outcome == Status.SKIPPED and MOOT in r.note for r in others if not r.note.startswith("identical"))
+    assert others and all(r.outcome == Status.SKIPPED and MOOT in r.note for r in others
+                          if not r.note.startswith("identical"))
     assert s.verdict.status == Status.NEEDS_GPU and s.causes == [] and s.cleared == []
 
 
@@ -253,7 +254,8 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
     src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
 
     def script(run):
-        if run.toggle in ("compile off", "mode=max-autotune-no-cudagraphs", "dynamic=True") or run.role == Role.COMBINATION:
+        fixing = ("compile off", "mode=max-autotune-no-cudagraphs", "dynamic=True")
+        if run.toggle in fixing or run.role == Role.COMBINATION:
             return [ok(n) for n in STAGES]
         records = [{"compile_id": "0/0", "phase": "first_call:a"},
                    {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]

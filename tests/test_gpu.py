@@ -98,7 +98,8 @@ def test_a_cuda_extension_is_built_in_each_runs_container_by_its_compile_step(tm
         test = s["runs"][0]["stages"][0]
         step = test["compile_step"]
         builds.append(sum(p["end_s"] - p["start_s"] for p in step["phases"] if p["name"] == "script"))
-        assert sum(p["end_s"] - p["start_s"] for p in test["phases"] if p["name"] == "submission_import") < builds[-1] / 3
+        imported = sum(p["end_s"] - p["start_s"] for p in test["phases"] if p["name"] == "submission_import")
+        assert imported < builds[-1] / 3
     assert min(builds) > 5.0 and max(builds) / min(builds) < 1.5, builds
     assert (_tree(mine) if mine.exists() else {}) == before
 
@@ -124,6 +125,7 @@ def test_gpu_faults_are_reported_and_leave_nothing_behind(tmp_path, name, status
         # Python's own stacks, with the main thread in synchronize: not the kernel's wait channels
         assert "custom_kernel" in st["stacks"] and "synchronize" in st["stacks"], st["stacks"][-3000:]
         assert st["survivors"] == []
-    assert not [p for p in psutil.process_iter(["cmdline"]) if "diagnose.runs.worker" in " ".join(p.info["cmdline"] or [])]
+    assert not [p for p in psutil.process_iter(["cmdline"])
+                if "diagnose.runs.worker" in " ".join(p.info["cmdline"] or [])]
     after = gpu_mem_used_mb()
     assert after <= before + 64, (before, after)

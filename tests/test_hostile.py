@@ -103,7 +103,7 @@ def _remove_pid_dirs():
 
 
 def marker_line(name, marker):
-    return next(i for i, l in enumerate((H / name).read_text().splitlines(), 1) if marker in l)
+    return next(i for i, ln in enumerate((H / name).read_text().splitlines(), 1) if marker in ln)
 
 
 def _one_case(root, case):
@@ -212,7 +212,8 @@ def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
     kids = []
     while time.time() < deadline and not kids:
         time.sleep(0.2)
-        kids = [k for k in psutil.Process(p.pid).children(recursive=True) if "diagnose.runs.worker" in " ".join(k.cmdline())]
+        kids = [k for k in psutil.Process(p.pid).children(recursive=True)
+                if "diagnose.runs.worker" in " ".join(k.cmdline())]
     assert kids, "no worker started"
     time.sleep(1.0)
     p.kill()

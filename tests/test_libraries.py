@@ -135,7 +135,8 @@ def test_a_key_that_repeats_is_no_churn():
 def test_configs_by_name_are_pinned_and_an_autotuner_made_by_a_call_cannot_be():
     base = Run(id="r0", probe=None, outcome=Status.TIMEOUT, stages=[_stage_from(_events(1000.0))])
     named = KERNEL.replace("@triton.autotune(configs=[", "_C = [").replace("                 key=[\"n\"])\n", "")
-    named = named.replace("for s in (1, 2, 3, 4)],", "for s in (1, 2, 3, 4)]\n\n\n@triton.autotune(configs=_C, key=['n'])")
+    named = named.replace("for s in (1, 2, 3, 4)],",
+                          "for s in (1, 2, 3, 4)]\n\n\n@triton.autotune(configs=_C, key=['n'])")
     plan = autotune.plan(PlanContext(named, scan_source(named), gpu=False, baseline=base))
     assert plan.state == RUN
     assert "@triton.autotune(configs=[triton.Config({'BLOCK': 128}, num_warps=4" in plan.toggles[0].apply(named)

@@ -22,7 +22,7 @@ def plans(src, gpu=True, baseline=None):
 
 
 def changed_lines(diff):
-    return [l for l in diff.splitlines() if l[:1] in "+-" and not l.startswith(("+++", "---"))]
+    return [ln for ln in diff.splitlines() if ln[:1] in "+-" and not ln.startswith(("+++", "---"))]
 
 
 def test_registry_is_ordered_and_complete():
@@ -65,8 +65,8 @@ def test_toggles_compose():
     v = ROUND9
     for name in ("graph_capture", "compile_mode", "fullgraph", "warmup"):
         v = next(t for t in p[name].toggles if t.removes).apply(v)
-    cache_line = next(i for i, l in enumerate(ROUND9.splitlines(), 1) if l.startswith("_santos_cache ="))
-    v = defer(v, lines=(next(i for i, l in enumerate(v.splitlines(), 1) if l.startswith("_santos_cache =")),))
+    cache_line = next(i for i, ln in enumerate(ROUND9.splitlines(), 1) if ln.startswith("_santos_cache ="))
+    v = defer(v, lines=(next(i for i, ln in enumerate(v.splitlines(), 1) if ln.startswith("_santos_cache =")),))
     assert cache_line
     compile(v, "combined", "exec")
     r = scan_source(v)
@@ -136,7 +136,7 @@ def test_import_init_defer_moves_work_into_the_first_call():
             """doc"""
             return (cache, data)
     ''')
-    v = defer(src, lines=(next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("cache =")),))
+    v = defer(src, lines=(next(i for i, ln in enumerate(src.splitlines(), 1) if ln.startswith("cache =")),))
     ns = {}
     exec(compile(v, "variant", "exec"), ns)
     assert ns["calls"] == []                 # nothing at import
@@ -175,7 +175,7 @@ def test_deferring_moves_what_depends_on_the_moved_work():
         def custom_kernel(data):
             return _compiled(data) + CONST
     ''')
-    line = next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("_epilogue ="))
+    line = next(i for i, ln in enumerate(src.splitlines(), 1) if ln.startswith("_epilogue ="))
     v = defer(src, lines=(line,))
     assert "_compiled = torch.compile" not in v.split("def custom_kernel")[0]
     assert "CONST = 3" in v.split("def custom_kernel")[0]        # untouched: it needs nothing moved
@@ -226,10 +226,10 @@ def test_every_removing_toggle_composes_on_round9_including_evidence_located_one
     again in a source the other toggles have edited: lines move, their text does not."""
     from probes.warmup import set_count
     src = ROUND9
-    heavy = next(i for i, l in enumerate(src.splitlines(), 1) if l.startswith("_santos_cache ="))
+    heavy = next(i for i, ln in enumerate(src.splitlines(), 1) if ln.startswith("_santos_cache ="))
     from probes.import_init import statements_at
     texts = statements_at(src, (heavy,))
-    loops = tuple(l.strip() for l in src.splitlines() if l.strip() == "for _ in range(10):")
+    loops = tuple(ln.strip() for ln in src.splitlines() if ln.strip() == "for _ in range(10):")
     v = plans(src)["graph_capture"].toggles[0].apply(src)           # inserts a helper: every line moves
     v = set_count(v, 1, headers=loops)
     v = defer(v, texts=texts)

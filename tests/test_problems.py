@@ -105,8 +105,9 @@ def test_a_package_this_machine_lacks_is_exit_3_naming_it(tmp_path):
 def test_broken_folders_are_bad_input(tmp_path, problem, fragment):
     out = tmp_path / "o"
     res = cli("run", S / "double_ok.py", "--problem", P / problem, "--out", out)
-    lines = [l for l in res.stderr.strip().splitlines() if l.strip()]
-    assert res.returncode == 2 and len(lines) == 1 and lines[0].startswith("error:") and fragment in lines[0], res.stderr
+    lines = [ln for ln in res.stderr.strip().splitlines() if ln.strip()]
+    assert res.returncode == 2 and len(lines) == 1, res.stderr
+    assert lines[0].startswith("error:") and fragment in lines[0], res.stderr
     assert "Traceback" not in res.stderr and not (out / "session.json").exists()
 
 

@@ -94,7 +94,7 @@ def test_text_from_the_submission_cannot_break_the_markdown():
     s = interaction_session()
     s.verdict.message = "boom `x` [red]oops[/red] | pipe\nsecond line"
     md = RENDERERS["md"](s)
-    line = next(l for l in md.splitlines() if l.startswith("- **Verdict:**"))
+    line = next(ln for ln in md.splitlines() if ln.startswith("- **Verdict:**"))
     assert "``boom `x` [red]oops[/red] | pipe second line``" in line
 
 
@@ -121,5 +121,6 @@ def test_where_the_time_went_comes_between_the_causes_and_the_fix():
     root = Path(__file__).resolve().parent.parent
     s = Session.from_dict(json.loads((root / "reports" / "examples" / "round9" / "session.json").read_text()))
     md = RENDERERS["md"](s)
-    pos = [md.index(h) for h in ("## Ranked causes", "## Where the time went", "## Verified fix", "## Evidence per run")]
+    heads = ("## Ranked causes", "## Where the time went", "## Verified fix", "## Evidence per run")
+    pos = [md.index(h) for h in heads]
     assert pos == sorted(pos)

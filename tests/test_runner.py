@@ -29,7 +29,7 @@ def run_fixture(name, stages=("test",), budget=60, source=None, watch=(), **kw) 
 
 
 def line_of(name, marker):
-    return next(i for i, l in enumerate((FIXTURES / name).read_text().splitlines(), 1) if marker in l)
+    return next(i for i, ln in enumerate((FIXTURES / name).read_text().splitlines(), 1) if marker in ln)
 
 
 def test_sleep_at_import_shows_in_the_import_phase():

@@ -20,7 +20,8 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_no_module_is_over_300_lines():
-    long = {str(p.relative_to(ROOT)): n for p in CODE if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
+    long = {str(p.relative_to(ROOT)): n for p in CODE
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_LINES}
     assert not long, long
 
 
@@ -56,7 +57,8 @@ def test_folders_import_only_down_the_data_flow():
     assert not wrong, wrong
     # analysis reads the runner's model of a container's paths, never the processes' code
     assert not [m for p in (ROOT / "diagnose" / "analysis").rglob("*.py") for m in _imports(p)
-                if m.startswith(("diagnose.runs.worker", "diagnose.runs.runner.isolate", "diagnose.runs.runner.stages"))]
+                if m.startswith(("diagnose.runs.worker", "diagnose.runs.runner.isolate",
+                                 "diagnose.runs.runner.stages"))]
 
 
 def test_the_top_level_holds_only_the_folders_and_the_shared_records():
@@ -65,3 +67,17 @@ def test_the_top_level_holds_only_the_folders_and_the_shared_records():
     for pkg in ("source", "runs", "analysis", "output", "engine", "cli"):
         doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / pkg / "__init__.py").read_text(encoding="utf-8")))
         assert doc and "Takes" in doc and "give" in doc, (pkg, doc)      # says what it takes and gives
+
+
+def test_the_readmes_probe_table_is_what_diagnose_probes_prints():
+    """The README's table is generated (`diagnose probes --format md`), never a second hand-written copy of
+    each probe's INFO: a probe added or reworded without regenerating it fails here."""
+    import re
+    import subprocess
+    import sys
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- probes:[^\n]*-->\n(.*?)\n\s*<!-- /probes -->", text, re.S).group(1)
+    shown = "\n".join(line.strip() for line in block.splitlines()) + "\n"
+    made = subprocess.run([sys.executable, "-m", "diagnose", "probes", "--format", "md"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=True).stdout
+    assert shown == made

@@ -81,7 +81,7 @@ def test_kernelbots_refusals_end_check_and_run_at_once_with_the_line(tmp_path, c
     f.write_bytes(content)
     for cmd in ("check", "run"):
         res, cpu = _cpu_time((cmd, f, "--out", tmp_path / "o"))
-        assert res.returncode == 1 and f"REFUSED by KernelBot before any run: " in res.stdout, res.stdout + res.stderr
+        assert res.returncode == 1 and "REFUSED by KernelBot before any run: " in res.stdout, res.stdout + res.stderr
         assert expect in res.stdout and cpu < 1.0, (res.stdout, cpu)     # no run started: the CPU time says so
         assert not (tmp_path / "o").exists()
     if b"caf" in content:
@@ -93,7 +93,8 @@ def test_kernelbots_refusals_end_check_and_run_at_once_with_the_line(tmp_path, c
 def test_the_word_in_code_has_no_rewording_and_in_a_string_has_one():
     from diagnose.source.refusals import refusals
     found = refusals(b's = torch.cuda.Stream()\ndoc = "Streaming loads"\n')
-    assert [(r.line, r.where, r.reworded) for r in found] == [(1, "code", ""), (2, "string", 'doc = "Piece by piece loads"')]
+    assert [(r.line, r.where, r.reworded) for r in found] == [(1, "code", ""),
+                                                              (2, "string", 'doc = "Piece by piece loads"')]
     assert "stream" not in found[1].reworded.lower()
 
 
@@ -134,7 +135,8 @@ def test_the_target_paragraph_says_what_carries_over():
     assert "B200_Nebius (line 2)" in mismatch(s) and "do not carry over" in mismatch(s)
     assert "compile, build, import and autotune times, roughly" in paragraph(s)
     s.harness["target"] = {"header_gpu": "H100", "gpus": ["H100", "B200"], "here": ["NVIDIA H100 80GB HBM3"]}
-    assert mismatch(s) is None and paragraph(s).startswith("This machine has NVIDIA H100 80GB HBM3: the header asks for H100; the problem")
+    assert mismatch(s) is None
+    assert paragraph(s).startswith("This machine has NVIDIA H100 80GB HBM3: the header asks for H100; the problem")
     s.harness["target"] = {"header_gpu": None, "gpus": [], "here": []}
     assert paragraph(s) is None
 
@@ -176,9 +178,9 @@ def test_the_readmes_pre_commit_hook_stops_a_commit_that_kernelbot_would_refuse(
 
 @pytest.mark.skipif(not os.environ.get("DIAGNOSE_PROBLEMS_ROOT"), reason="no reference-kernels checkout given "
                     "(DIAGNOSE_PROBLEMS_ROOT)")
-@pytest.mark.parametrize("name,folder", [("grayscale_v2", "pmpp_v2/grayscale_py"), ("fp8_quant", "helion/fp8_quant_py"),
-                                         ("conv2d_v2", "pmpp_v2/conv2d_py"),
-                                         ("causal_conv1d", "helion/causal_conv1d_py"), ("vectoradd_v2", "pmpp_v2/vectoradd_py")])
+@pytest.mark.parametrize("name,folder", [
+    ("grayscale_v2", "pmpp_v2/grayscale_py"), ("fp8_quant", "helion/fp8_quant_py"), ("conv2d_v2", "pmpp_v2/conv2d_py"),
+    ("causal_conv1d", "helion/causal_conv1d_py"), ("vectoradd_v2", "pmpp_v2/vectoradd_py")])
 def test_real_checkout_leaderboards_resolve(name, folder):
     root = Path(os.environ["DIAGNOSE_PROBLEMS_ROOT"])
     assert resolve(name, root)["directory"] == root / "problems" / folder

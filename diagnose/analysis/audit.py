@@ -53,6 +53,9 @@ RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-
          "cause-unchanged", "cleared-same", "figure-equal", "outside-state")
 
 
+UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
+
+
 @dataclass(frozen=True)
 class Finding:
     rule: str
@@ -234,7 +237,7 @@ def _causes(s: Session) -> list[Finding]:
             other = next((r for r in variants if r.outcome != base.outcome), None)
             out.append(Finding("cause-all-failed", key, f"{other.id} ended {other.outcome}, not {base.outcome}"
                                if other else "no variant ran to show that it fails wherever it runs"))
-        elif "the strategies tried did not fix it" in c.narrative or "no probe toggle and no combination" in c.narrative:
+        elif any(w in c.narrative for w in UNCHANGED):
             got = [r for r in variant_runs(s) if compare(s, base, r) == "fixed"]
             if got:
                 out.append(Finding("cause-unchanged", key, f"{got[0].id} ({got[0].toggle or got[0].probe}) got past "

@@ -229,7 +229,8 @@ def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict
     return out
 
 
-def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, blamed: set, failing: bool) -> list[Cleared]:
+def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, blamed: set,
+             failing: bool) -> list[Cleared]:
     out = []
     if not failing:
         return out

@@ -2,7 +2,8 @@
 
 A sample names the submission line the main thread was on. A line's seconds are its share of the
 samples times the phase's measured duration: a loop that holds the GIL delays the sampler's own wake-ups,
-so counting samples times the interval would undercount it. A line inside a loop is shown with the loop (its header and how many times it ran, where that was
+so counting samples times the interval would undercount it. A line inside a loop is shown with the loop (its
+header and how many times it ran, where that was
 counted), so a hot spot reads "L18, a loop of 20,000 iterations, 2.4 s of the 2.5 s first call".
 """
 from __future__ import annotations
@@ -101,7 +102,8 @@ def _line_in(st: StageResult, phase: str, line: int) -> tuple[float, dict]:
     ph = next((p for p in st.phases if p.name == phase), None)
     if not total or ph is None:
         return 0.0, {}
-    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items() if k.split("|", 1)[0] == str(line)}
+    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items()
+            if k.split("|", 1)[0] == str(line)}
     return lines.get(str(line), 0) / total * ph.seconds, mech
 
 

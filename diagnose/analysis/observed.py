@@ -157,7 +157,8 @@ def repeated_work(run: Run | None, source: str, min_share: float = 0.2) -> list[
                 # helper the loop calls, a function it was handed)
                 inside = max(inside, max((n for ln, n in stack.items() if head <= ln <= last), default=0))
                 if inside / total >= min_share:
-                    e = out.setdefault(head, {"line": head, "seconds": 0.0, "phases": [], "iterations": iters.get(head)})
+                    e = out.setdefault(head, {"line": head, "seconds": 0.0, "phases": [],
+                                              "iterations": iters.get(head)})
                     e["seconds"] += inside * (st.sample_interval_s or 0.01)
                     e["phases"].append(f"{st.name}/{phase}")
     return sorted(out.values(), key=lambda e: -e["seconds"])

@@ -100,7 +100,8 @@ def run(
     gpus: Optional[str] = typer.Option(None, "--gpus", metavar="IDS", help="GPU ids to spread runs over, e.g. 0,1."),
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                            help="Output directory (default reports/<stem>-<time>)."),
-    fix: Optional[Path] = typer.Option(None, "--fix", metavar="FILE", help="Write the verified fix's full source here."),
+    fix: Optional[Path] = typer.Option(None, "--fix", metavar="FILE",
+                                       help="Write the verified fix's full source here."),
     max_rss: Optional[float] = typer.Option(None, "--max-rss", metavar="MB",
                                             help="Kill a run whose process tree passes this many MB."),
     keep: bool = typer.Option(False, "--keep", help="Keep each run's temporary directory."),
@@ -202,10 +203,16 @@ def bisect(
 
 
 @app.command("probes", cls=_Command)
-def probes_cmd():
+def probes_cmd(fmt: str = typer.Option("table", "--format", "-f", metavar="FORMAT",
+                                        help="table | md (the README's probe table is this output)")):
     """List the probe registry."""
     from diagnose.engine import probe_table
-    from diagnose.output.console import probes_table
+    from diagnose.output.console import probes_markdown, probes_table
+    if fmt not in ("table", "md"):
+        raise BadInput(f"--format must be table or md, got {fmt!r}")
+    if fmt == "md":
+        sys.stdout.write(probes_markdown(probe_table()))
+        return
     out.print(probes_table(probe_table()))
 
 

@@ -113,7 +113,8 @@ class LiveProgress(Progress):
         t = Table.grid(padding=(0, 2))       # the counts line sits above it: in it, it would widen a column
         with self.lock:
             for rid, label, outcome in self.done[-4:]:
-                t.add_row(Text(rid, style="dim"), Text(label), Text(outcome, style="green" if outcome == "ok" else "red"),
+                t.add_row(Text(rid, style="dim"), Text(label),
+                          Text(outcome, style="green" if outcome == "ok" else "red"),
                           Text(""))
             for rid, a in self.active.items():
                 el = time.time() - a["t0"]

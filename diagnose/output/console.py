@@ -95,14 +95,15 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
     if not gpu:
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
     if tight:
-        lines.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier runner, "
+        lines.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
+                     f"runner, "
                      f"{', '.join(tight)} s passes its budget")
     risky = any(r["severity"] == "error" for r in risks)
     passed = status == Status.OK and not over and not risky and not tight
     if passed and gpu and wide and all(wide):
-        lines.append(f"note: every stage has a wide margin (under half of its budget with spread "
-                     f"and allowance): a timeout on KernelBot with this file points outside the submission (the "
-                     f"queue, or a runner's own limit)")
+        lines.append("note: every stage has a wide margin (under half of its budget with spread "
+                     "and allowance): a timeout on KernelBot with this file points outside the submission (the "
+                     "queue, or a runner's own limit)")
     label = ("SAFE" if gpu else "PASSED ON CPU") if passed else \
         "INCONCLUSIVE" if session.verdict.message.startswith("inconclusive:") else \
         "AT RISK (margin)" if tight and status == Status.OK and not over and not risky else "AT RISK"
@@ -113,3 +114,11 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
     why = f": {escape(session.verdict.message)}" if label == "INCONCLUSIVE" else ""
     lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail}){why}")
     return (lines[-1:] if quiet else lines), passed
+
+
+def probes_markdown(rows: list[dict]) -> str:
+    """The probe registry as the README's table: one row per probe, from each probe's own INFO."""
+    cell = lambda text: text.replace("|", "\\|")   # noqa: E731 - a pipe inside a cell would end it
+    lines = ["| probe | suspect | found by | toggles |", "|---|---|---|---|"]
+    lines += [f"| `{r['name']}` | {cell(r['suspect'])} | {cell(r['finds'])} | {cell(r['toggles'])} |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -183,7 +183,8 @@ def _fix(s: Session, cl: list[Claim]) -> list[str]:
     if f.state:
         out[4:4] = [f"Its run differs from the baseline in state kept between processes: {f.state}.", ""]
     for c in f.costs:
-        vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
+        vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else \
+            f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
         out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
     return out + [""]
 

@@ -22,7 +22,8 @@ def autotuning(s: Session) -> list[str]:
            "compiled, then timed):", "", "| stage | kernel | key | configs tried | seconds | winner | best ms |",
            "|---|---|---|---|---|---|---|"]
     for stage, t in rows[:20]:
-        winner = _cfg(t.get("winner")) if t.get("done") else f"cut off; best so far {_cfg((t.get('best') or {}).get('config'))}"
+        winner = _cfg(t.get("winner")) if t.get("done") else \
+            f"cut off; best so far {_cfg((t.get('best') or {}).get('config'))}"
         best = (t.get("best") or {}).get("ms")
         where = f" (L{t['line']})" if t.get("line") else ""
         out.append(f"| {stage} | {code_span(t['kernel'])}{where} | {code_span(t['key'])} | {t['tried']} | "
@@ -46,5 +47,6 @@ def builds(s: Session) -> list[str]:
                                           else "cut off, still building") if cut else "failed"
         built = ", ".join(f"{code_span(o['output'])} {o['seconds']:.1f}" for o in (b.get("built") or [])[:6]) or \
             ("—" if cut else "nothing (already built)")
-        out.append(f"| {step} | {code_span(str(b.get('name')))} | {float(b.get('seconds') or 0):.2f} | {ended} | {built} |")
+        out.append(f"| {step} | {code_span(str(b.get('name')))} | {float(b.get('seconds') or 0):.2f} | {ended} | "
+                   f"{built} |")
     return out + [""]

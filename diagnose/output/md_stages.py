@@ -108,13 +108,15 @@ def compile_metrics(s: Session) -> list[str]:
             if not st.compile:
                 continue
             c = summary.compile_split(st.compile)
-            out.append(f"| {r.id} | {st.name} | {len(st.compile)} | {len(summary.recompiles(st))} | {c['dynamo']:.2f} | "
+            out.append(f"| {r.id} | {st.name} | {len(st.compile)} | {len(summary.recompiles(st))} | "
+                       f"{c['dynamo']:.2f} | "
                        f"{c['aot_autograd']:.2f} | {c['inductor']:.2f} | {c['triton']:.2f} | {c['autotune']:.2f} | "
                        f"{c['cudagraphs']:.2f} | {c['total']:.2f} |")
             rows += 1
     if not rows:
         return ["## Compile metrics", "", "No torch.compile frame was compiled in any run.", ""]
-    reasons = {str(x["reason"]).strip() for r in s.runs for st in r.stages for x in summary.recompiles(st) if x["reason"]}
+    reasons = {str(x["reason"]).strip() for r in s.runs for st in r.stages for x in summary.recompiles(st)
+               if x["reason"]}
     if reasons:
         out += ["", "Recompile reasons:", ""] + [f"- {code_span(x[:200])}" for x in sorted(reasons)[:10]]
     return out + ["", "Seconds; each layer excludes the layers inside it.", ""]

@@ -111,7 +111,8 @@ def container_rows(s: Session) -> list[tuple[str, str]]:
         rows.append(("shared", f"this machine's {', '.join(box['shared'])}, in place for every run (DIAGNOSE_SHARE):"
                                f" state outside every container"))
     if "compile_step" in h:
-        rows.append(("compile step", f"`python3 submission.py` before each stage, {h['budgets'].get('compile', 120):g} s, "
+        limit = h['budgets'].get('compile', 120)
+        rows.append(("compile step", f"`python3 submission.py` before each stage, {limit:g} s, "
                                      "its ending recorded and ignored" if h["compile_step"] else
                      "not run (--stages without compile): the stages ran on a container no compile step prepared"))
     if "ranking_by" in h:

@@ -18,8 +18,9 @@ def load(path, name):
     return mod
 
 
-for folder, sub, case in [("fp8_quant_py", "helion_fp8_quant_no_config.py", dict(num_tokens=8, hidden_dim=4096, group_size=128, seed=1)),
-                          ("causal_conv1d_py", "helion_causal_conv1d_no_config.py", dict(B=2, D=128, S=128, W=4, seed=1))]:
+CASES = [("fp8_quant_py", "helion_fp8_quant_no_config.py", dict(num_tokens=8, hidden_dim=4096, group_size=128, seed=1)),
+         ("causal_conv1d_py", "helion_causal_conv1d_no_config.py", dict(B=2, D=128, S=128, W=4, seed=1))]
+for folder, sub, case in CASES:
     d = f".problems/helion/{folder}"
     sys.path[:1] = [d]
     for m in ("reference", "task"):
@@ -31,6 +32,7 @@ for folder, sub, case in [("fp8_quant_py", "helion_fp8_quant_no_config.py", dict
         data = ref.generate_input(**case)
         out = sub_mod.custom_kernel(data)
         torch.cuda.synchronize()
-        print(folder, "check:", ref.check_implementation(ref.generate_input(**case), out), f"{time.perf_counter() - t0:.1f} s")
+        verdict = ref.check_implementation(ref.generate_input(**case), out)
+        print(folder, "check:", verdict, f"{time.perf_counter() - t0:.1f} s")
     except Exception as e:  # noqa: BLE001
         print(folder, "FAILED", type(e).__name__, str(e)[:600])

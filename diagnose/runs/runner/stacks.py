@@ -7,7 +7,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import stat
 import subprocess
 import time
 

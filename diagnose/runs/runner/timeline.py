@@ -96,7 +96,8 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)
     st.timing = timing_of(ev)
-    overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits if w["mode"] == "overrun"]
+    overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits
+                if w["mode"] == "overrun"]
     for p in st.phases:    # a timing section that outlived its hold on the machine was not timed alone
         case = p.name.split(":", 1)[1] if p.name.startswith("timing:") else None
         if case in st.timing and _overlap(t0 + p.start_s, t0 + p.end_s, overruns) > 0:

@@ -186,7 +186,7 @@ def patch_helion(mod, ch) -> bool:
             raise
         finally:
             try:
-                plain = {str(k): v for k, v in dict(getattr(cfg, "config", {}) or {}).items()} if cfg is not None else None
+                plain = None if cfg is None else {str(k): v for k, v in dict(getattr(cfg, "config", {}) or {}).items()}
                 ch.emit("helion_tuned", **who, seconds=round(time.perf_counter() - t0, 4), config=plain, error=err)
             except Exception:  # noqa: BLE001 - watching never changes the search's own ending
                 pass

@@ -11,7 +11,8 @@ stopped parent.
   synchronize) has released; a signal to a CUDA process was seen to write nothing there.
 - The parent's SIGUSR1 (its second way to ask, for a main thread that holds the GIL) is delivered to
   this thread: the main thread blocks it (`route_stack_signal`), and so do the threads the submission
-  starts, which inherit that mask. A main thread blocked in a CUDA wait inside the driver would otherwise leave the signal
+  starts, which inherit that mask. A main thread blocked in a CUDA wait inside the driver would otherwise leave
+  the signal
   pending forever. No dump is taken before the deadline: faulthandler reads other threads' frames
   while they run, and a dump taken while the run still had a chance could crash a healthy run.
 """

@@ -12,5 +12,6 @@ TIME_FUNCS = {"time.time", "time.perf_counter", "time.monotonic", "time.perf_cou
 CHEAP_CALLS = {"dict", "list", "set", "tuple", "super", "object", "len", "int", "float", "str", "print",
                "isinstance", "getattr", "setattr", "hasattr", "range", "enumerate", "zip", "min", "max", "sorted",
                "defaultdict", "OrderedDict", "Lock", "RLock"}
-SETTINGS_CALLS = ("torch.manual_seed", "torch.set_", "torch.backends", "torch.use_deterministic", "torch._dynamo.config",
+SETTINGS_CALLS = ("torch.manual_seed", "torch.set_", "torch.backends", "torch.use_deterministic",
+                  "torch._dynamo.config",
                   "torch._inductor.config", "random.seed", "warnings.", "logging.", "os.environ")

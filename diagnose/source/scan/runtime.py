@@ -74,7 +74,8 @@ class RuntimeFinders:
                 start = self.value_of(it.args[0])
                 count = count - start if isinstance(start, int) else None
             return {"form": "range", "count": count if isinstance(count, int) else None, "count_span": span(stop),
-                    "count_text": ast.unparse(stop), "start_text": ast.unparse(it.args[0]) if len(it.args) == 2 else None,
+                    "count_text": ast.unparse(stop),
+                    "start_text": ast.unparse(it.args[0]) if len(it.args) == 2 else None,
                     "discards": isinstance(node.target, ast.Name) and (node.target.id.startswith("_") or not any(
                         isinstance(n, ast.Name) and n.id == node.target.id and isinstance(n.ctx, ast.Load)
                         for n in ast.walk(ast.Module(body=node.body, type_ignores=[]))))}
@@ -153,10 +154,12 @@ class RuntimeFinders:
                 targets = node.targets if isinstance(node, ast.Assign) else [node.target]
                 bound = [t.id for t in targets if isinstance(t, ast.Name)]
             else:
-                bound = sorted({t.id for t in ast.walk(node) if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)})
+                bound = sorted({t.id for t in ast.walk(node)
+                                if isinstance(t, ast.Name) and isinstance(t.ctx, ast.Store)})
             self.sites.append(Site("import_init", node.lineno, node.end_lineno, self.code(node.lineno), {
                 "kind": kind, "bound": bound, "calls_compiled": self.reaches_compiled(node, None),
-                "uses": sorted({n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}),
+                "uses": sorted({n.id for n in ast.walk(node)
+                                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}),
                 "span": span(node)}))
 
     # -- libraries that spend time for the submission ---------------------------------------------------
@@ -170,8 +173,10 @@ class RuntimeFinders:
                 configs = next((k.value for k in dec.keywords if k.arg == "configs"), dec.args[0] if dec.args else None)
                 # how this file spells triton.Config: `triton.Config` after `import triton`, else a bare Config
                 prefix = ast.unparse(dec.func.value) + ".Config" if isinstance(dec.func, ast.Attribute) else \
-                    next((n for n, q in self.alias.names.items() if q == "triton.Config"), "__import__('triton').Config")
-                key = next((k.value for k in dec.keywords if k.arg == "key"), dec.args[1] if len(dec.args) > 1 else None)
+                    next((n for n, q in self.alias.names.items() if q == "triton.Config"),
+                         "__import__('triton').Config")
+                key = next((k.value for k in dec.keywords if k.arg == "key"),
+                           dec.args[1] if len(dec.args) > 1 else None)
                 names = literal(key) if key is not None else None
                 self.sites.append(Site("autotune", dec.lineno, dec.end_lineno, self.code(dec.lineno), {
                     "kernel": node.name, "configs_span": span(configs) if configs is not None else None,
