@@ -11,7 +11,7 @@ import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from diagnose.analysis.findings import Cause, Cleared, Fix, Inconclusive, Verdict
+from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
 from diagnose.status import ENDS_RUN, Status, Warning_
 
 SCHEMA_VERSION = 3
@@ -177,6 +177,12 @@ class Run:
 
     def stage(self, name: str) -> StageResult | None:
         return next((s for s in self.stages if s.name == name), None)
+
+    def settle(self) -> None:
+        """Its outcome from its stages: the first that ended the run, else at risk if any was, else ok."""
+        ended = self.failed_stage
+        self.outcome = ended.status if ended else Status.AT_RISK if any(
+            s.status == Status.AT_RISK for s in self.stages) else Status.OK
 
     @property
     def failed_stage(self) -> StageResult | None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.analysis import observed
+from diagnose.facts import observed
 from diagnose.source.edits import apply_edits, line_span, set_kw
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 

@@ -5,7 +5,7 @@ site in the source does). Toggle: fullgraph=False on those sites.
 """
 from __future__ import annotations
 
-from diagnose.analysis import observed
+from diagnose.facts import observed
 from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 

@@ -10,7 +10,7 @@ import ast
 import textwrap
 from functools import partial
 
-from diagnose.analysis import observed
+from diagnose.facts import observed
 from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 

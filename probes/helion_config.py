@@ -16,7 +16,7 @@ import json
 from functools import partial
 
 from diagnose.source.edits import apply_edits
-from diagnose.analysis.findings import rule_in
+from diagnose.findings import rule_in
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a config)",

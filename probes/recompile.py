@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.analysis import observed
+from diagnose.facts import observed
 from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 

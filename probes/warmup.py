@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.analysis import observed, summary
-from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL
+from diagnose.facts import observed
+from diagnose.facts.measures import NOISE_ABS, NOISE_REL, first_call
 from diagnose.source.edits import apply_edits
 from diagnose.source.scan import scan_source
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
@@ -106,7 +106,7 @@ def per_iteration(session) -> dict | None:
         if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
             n = n_base if run is base else int(run.toggle.split("->")[-1])
             # only a first call that ended: a phase cut off by the deadline measures the deadline
-            fc = [f for f in (summary.first_call(s) for s in run.stages) if f and not f["open"]]
+            fc = [f for f in (first_call(s) for s in run.stages) if f and not f["open"]]
             if n is not None and fc:
                 points.append((n, fc[0]["total_s"]))
     if len({n for n, _ in points}) < 2:

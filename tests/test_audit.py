@@ -6,7 +6,7 @@ import json
 import pytest
 
 from diagnose.analysis.audit import RULES, audit
-from diagnose.analysis.findings import Cause, Cleared
+from diagnose.findings import Cause, Cleared
 from diagnose.status import Confidence, Status
 from diagnose.analysis import bisector, summary
 from diagnose.session import Role

@@ -9,7 +9,7 @@ from pathlib import Path
 from diagnose.session import Role, Run, StageResult
 from diagnose.source.scan import scan_source
 from diagnose.status import Status
-from diagnose.analysis.findings import rule_in
+from diagnose.findings import rule_in
 from diagnose.tasks.rules import evaluator_rules
 from probes import helion_config, search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext

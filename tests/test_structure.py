@@ -42,10 +42,13 @@ def test_the_check_sees_what_it_checks():
 
 
 # What each folder may import from the others: only what comes before it in the data flow, and the shared
-# records (session, status, errors). The engine and the CLI drive the rest and may import it.
-SHARED = {"session", "status", "errors"}
-MAY_IMPORT = {"source": SHARED, "runs": SHARED | {"tasks"}, "analysis": SHARED | {"runs"},
-              "output": SHARED | {"analysis"}}
+# records (session, status, errors, findings). The engine and the CLI drive the rest and may import it. The
+# probes (a package of their own) read the source and the run facts, never the analysis that reads them.
+SHARED = {"session", "status", "errors", "findings"}
+MAY_IMPORT = {"source": SHARED, "tasks": SHARED | {"source"}, "runs": SHARED | {"tasks"}, "facts": SHARED,
+              "analysis": SHARED | {"runs", "facts", "tasks"}, "output": SHARED | {"analysis", "facts"}}
+RECORDS = {"session": {"status", "findings"}, "findings": {"status"}, "status": set(), "errors": set()}
+PROBES_MAY_IMPORT = SHARED | {"source", "facts"}
 
 
 def test_folders_import_only_down_the_data_flow():
@@ -63,8 +66,8 @@ def test_folders_import_only_down_the_data_flow():
 
 def test_the_top_level_holds_only_the_folders_and_the_shared_records():
     flat = sorted(p.name for p in (ROOT / "diagnose").glob("*.py"))
-    assert flat == ["__init__.py", "__main__.py", "errors.py", "session.py", "status.py"], flat
-    for pkg in ("source", "runs", "analysis", "output", "engine", "cli"):
+    assert flat == ["__init__.py", "__main__.py", "errors.py", "findings.py", "session.py", "status.py"], flat
+    for pkg in ("source", "runs", "facts", "analysis", "output", "engine", "cli"):
         doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / pkg / "__init__.py").read_text(encoding="utf-8")))
         assert doc and "Takes" in doc and "give" in doc, (pkg, doc)      # says what it takes and gives
 
@@ -81,3 +84,47 @@ def test_the_readmes_probe_table_is_what_diagnose_probes_prints():
     made = subprocess.run([sys.executable, "-m", "diagnose", "probes", "--format", "md"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120, check=True).stdout
     assert shown == made
+
+
+def _package(module: str) -> str | None:
+    """The folder (or top-level record module) a module belongs to: 'analysis', 'session', 'probes'."""
+    parts = module.split(".")
+    if parts[0] == "probes":
+        return "probes"
+    return parts[1] if parts[0] == "diagnose" and len(parts) > 1 else None
+
+
+def test_the_records_sit_at_the_bottom_and_the_probes_read_only_facts():
+    wrong = []
+    for rec, allowed in RECORDS.items():
+        wrong += [f"diagnose/{rec}.py imports {m}" for m in _imports(ROOT / "diagnose" / f"{rec}.py")
+                  if m.startswith("diagnose.") and _package(m) not in allowed]
+    for p in (ROOT / "probes").glob("*.py"):
+        wrong += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p)
+                  if m.startswith("diagnose.") and _package(m) not in PROBES_MAY_IMPORT]
+    assert not wrong, wrong
+
+
+def test_no_circle_between_folders():
+    """Between folders (diagnose's packages, the records and probes), imports form no circle."""
+    edges: dict[str, set[str]] = {}
+    for p in CODE:
+        rel = p.relative_to(ROOT).with_suffix("")
+        me = _package(".".join(rel.parts))
+        for m in _imports(p):
+            other = _package(m)
+            if me and other and other != me and (m.startswith("diagnose.") or m.startswith("probes")):
+                edges.setdefault(me, set()).add(other)
+
+    def reaches(a: str, b: str) -> bool:
+        seen, todo = set(), [a]
+        while todo:
+            for nxt in edges.get(todo.pop(), ()):
+                if nxt == b:
+                    return True
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return False
+    circles = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if reaches(b, a)})
+    assert not circles, circles

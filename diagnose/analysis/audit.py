@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
 from diagnose.analysis.comparison import compare, passed_all, seconds_saved
-from diagnose.analysis.measures import geomean, steady_us
+from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import variant_runs
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Status

@@ -28,9 +28,9 @@ from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confid
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.evidence import confirmations, effective
-from diagnose.analysis.findings import Cause, Cleared, Inconclusive
+from diagnose.findings import Cause, Cleared, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
-from diagnose.analysis.measures import geomean, steady_us
+from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status

@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 
 from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective
-from diagnose.analysis.measures import stage_seconds
+from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
 from probes import BY_NAME

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.facts.measures import NOISE_ABS, NOISE_REL
 from diagnose.session import Role, Run, Session, StageResult
 from diagnose.status import FAILURES, NO_EVIDENCE, Status
 
-NOISE_REL, NOISE_ABS = 0.05, 0.25
 BUSY_DELAY_SHARE = 0.10    # a stage that waited this share of its time for a CPU ran on a busy host
 BUSY_OTHERS_SHARE = 0.5    # ... or one during which the rest of the host kept half of all CPUs busy
 

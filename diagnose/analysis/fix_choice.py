@@ -10,8 +10,8 @@ import math
 from diagnose.analysis import carried, evidence
 from diagnose.analysis.comparison import passed_all, toggle_rank
 from diagnose.analysis.evidence import effective
-from diagnose.analysis.findings import Fix, FixCost
-from diagnose.analysis.measures import geomean, steady_us
+from diagnose.findings import Fix, FixCost
+from diagnose.facts.measures import geomean, steady_us
 from diagnose.session import Role, Run, Session
 from diagnose.status import Status
 from probes import BY_NAME

@@ -5,8 +5,8 @@ Nothing here measures; everything is computed from phases, compile records and t
 from __future__ import annotations
 
 from diagnose.analysis import carried, evidence
-from diagnose.analysis.findings import Verdict
-from diagnose.analysis.measures import geomean, recompiles, steady_us
+from diagnose.findings import Verdict
+from diagnose.facts.measures import first_call, geomean, recompiles, steady_us
 from diagnose.runs.harness import RUNNER_ALLOWANCE, WIDE_MARGIN
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
@@ -30,19 +30,6 @@ def compile_split(records: list[dict]) -> dict[str, float]:
         tot["cudagraphs"] += g("cudagraphify_us")
         tot["total"] += g("duration_us") or dyn
     return {k: round(v, 3) for k, v in tot.items()}
-
-
-def first_call(st: StageResult) -> dict | None:
-    """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup)."""
-    ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
-    if ph is None:
-        return None
-    total = ph.seconds
-    comp = sum((r.get("duration_us") or 0) / 1e6 for r in st.compile if r.get("phase") == ph.name)
-    cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in st.captures
-              if c.get("phase") == ph.name and c["origin"] == "outer")
-    return {"phase": ph.name, "total_s": round(total, 3), "compile_s": round(comp, 3),
-            "capture_s": round(cap, 3), "rest_s": round(max(0.0, total - comp - cap), 3), "open": ph.open}
 
 
 def run_row(run: Run) -> dict:

@@ -7,10 +7,10 @@ from __future__ import annotations
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.evidence import effective
-from diagnose.analysis.findings import Cause, Inconclusive
+from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, Confidence, Status
-from diagnose.analysis.findings import rule_in
+from diagnose.findings import rule_in
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
 

@@ -228,7 +228,7 @@ def prepare(i: Inputs) -> Prepared:
 
 def cannot_judge(session, settings) -> bool:
     """A multi-GPU problem on a machine with too few GPUs: say so, with no run."""
-    from diagnose.analysis.findings import Verdict
+    from diagnose.findings import Verdict
     from diagnose.status import Status
     need, have = settings.task.world_size, device.gpu_count()
     if need <= 1 or need <= have:

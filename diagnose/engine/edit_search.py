@@ -16,7 +16,7 @@ from __future__ import annotations
 from diagnose.analysis import evidence
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.comparison import broken_by_edit
-from diagnose.analysis.findings import Verdict
+from diagnose.findings import Verdict
 from diagnose.engine.scheduler import Scheduler
 from diagnose.errors import BadInput, CannotJudge
 from diagnose.session import Role, Run

@@ -4,7 +4,7 @@ needs_gpu.
 """
 from __future__ import annotations
 
-from diagnose.analysis.findings import Verdict
+from diagnose.findings import Verdict
 from diagnose.errors import BadInput
 from diagnose.session import Role
 from diagnose.status import Status

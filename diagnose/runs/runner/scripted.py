@@ -14,7 +14,6 @@ import threading
 import time
 from pathlib import Path
 
-from diagnose.runs.runner.stages import outcome_of
 from diagnose.session import StageResult
 from diagnose.status import ENDS_RUN, Status
 
@@ -45,7 +44,7 @@ class ScriptedRunner:
                 if not st.reached and not getattr(st, "scripted_unreached", False):
                     st.reached = list(job.watch)
                 run.stages.append(st)
-                run.outcome = outcome_of(run.stages)
+                run.settle()
                 if st.status in ENDS_RUN:
                     order = list(planned)
                     run.stages += [StageResult(name=n, status=Status.SKIPPED) for n in order[order.index(name) + 1:]]

@@ -70,13 +70,6 @@ def child_env(box: Container, settings: RunSettings, gpu: str | None) -> dict:
     return env
 
 
-def outcome_of(stages: list[StageResult]) -> Status:
-    ended = next((s for s in stages if s.status in ENDS_RUN), None)
-    if ended:
-        return ended.status
-    return Status.AT_RISK if any(s.status == Status.AT_RISK for s in stages) else Status.OK
-
-
 def _ran_on_gpu(st: StageResult) -> bool:
     return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
 
@@ -161,7 +154,7 @@ class StageRunner:
                     break
                 st = self._stage(run, job, stage, box, env, arbiter, stop)
                 run.stages.append(st)
-                run.outcome = outcome_of(run.stages)
+                run.settle()
                 ended = st.status in ENDS_RUN
                 if ended:
                     later = s.stages[s.stages.index(stage) + 1:] if stage in s.stages else []

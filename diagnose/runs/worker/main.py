@@ -165,7 +165,8 @@ def main(spec_path: str) -> int:
     sys.path.insert(0, os.getcwd())
 
     from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
-    from diagnose.runs.worker.stages import STAGE_FUNCS, Ctx, load_reference
+    from diagnose.runs.worker.ctx import Ctx
+    from diagnose.runs.worker.stages import STAGE_FUNCS, load_reference
 
     ctx = torch = None
     try:

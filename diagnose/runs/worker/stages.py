@@ -9,32 +9,11 @@ import importlib.util
 import os
 import sys
 import types
-from dataclasses import dataclass
 
 from diagnose.runs import harness
-from diagnose.runs.protocol import WorkerSpec
-from diagnose.runs.worker.instrument import Instruments
-from diagnose.runs.worker.timing import _bench_cases, _time_case
+from diagnose.runs.worker.ctx import Ctx
+from diagnose.runs.worker.timing import bench_cases, time_case
 from diagnose.tasks.loader import labels
-
-
-@dataclass
-class Ctx:
-    spec: WorkerSpec
-    torch: object
-    ins: Instruments
-    reference: object = None
-    kernel: object = None
-    generate: object = None     # the reference's functions, bound once before the submission is imported
-    check: object = None
-    judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
-    guard: object = None        # worker.guard.Guard: what judges the submission, checked for replacement
-    num: object = None          # worker.numerics.Watch: the numeric settings each side computed under
-    report_fd: int | None = None    # evaluator mode: the descriptor the problem's evaluator reports on
-
-    @property
-    def ch(self):
-        return self.ins.ch
 
 
 def _code(path: str, ctx: Ctx | None):
@@ -177,7 +156,7 @@ def stage_benchmark(ctx: Ctx) -> str:
     """One warm-up benchmark (the first case, one call), then every case: 50 inputs run and checked,
     then timed. A shape's first call in this process is its `first_call:` phase wherever it happens."""
     import_submission(ctx)
-    cases = _bench_cases(ctx)
+    cases = bench_cases(ctx)
     first_label, first_case = cases[0]
     with ctx.ins.phase("warmup_benchmark"), ctx.ins.phase(f"first_call:{first_label}", case=first_label):
         ctx.kernel(ctx.generate(**first_case))
@@ -187,20 +166,20 @@ def stage_benchmark(ctx: Ctx) -> str:
         first = None if label == first_label else f"first_call:{label}"
         if not _run_and_check_all(ctx, label, inputs, first_phase=first):
             return "wrong"
-        _time_case(ctx, label, inputs)
+        time_case(ctx, label, inputs)
     return "ok"
 
 
 def stage_leaderboard(ctx: Ctx) -> str:
     import_submission(ctx)
-    cases = _bench_cases(ctx)
+    cases = bench_cases(ctx)
     for label, case in cases:
         with ctx.ins.phase(f"first_call:{label}", case=label):
             ctx.kernel(ctx.generate(**case))
     for label, case in cases:
         with ctx.ins.phase(f"inputs:{label}"):
             inputs = _inputs(ctx, case)
-        _time_case(ctx, label, inputs)
+        time_case(ctx, label, inputs)
         # The leaderboard re-checks after timing and stops at the first failure.
         if not _run_and_check_all(ctx, label, inputs, first_phase=None):
             return "wrong"

@@ -12,7 +12,7 @@ from diagnose.runs import harness
 from diagnose.tasks.loader import labels, stage_cases
 
 if TYPE_CHECKING:
-    from diagnose.runs.worker.stages import Ctx
+    from diagnose.runs.worker.ctx import Ctx
 
 
 class _Flush:
@@ -45,7 +45,7 @@ class _Flush:
             self.ctx.torch.cuda.empty_cache()
 
 
-def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
+def time_case(ctx: Ctx, label: str, inputs: list) -> None:
     """Repeats of 50 back-to-back calls, each preceded by a sync and an L2 flush.
 
     --full applies the stopping rule for real; the default takes a short sample and lets the parent
@@ -90,6 +90,6 @@ def _time_case(ctx: Ctx, label: str, inputs: list) -> None:
                 repeat_wall_s=walls, stop_reason=stop or ("sample" if not full else "cap"))
 
 
-def _bench_cases(ctx: Ctx):
+def bench_cases(ctx: Ctx):
     cases = stage_cases(ctx.spec.task, ctx.spec.stage)
     return list(zip(labels(cases), cases))

@@ -10,6 +10,9 @@ import statistics
 from diagnose.session import Run, StageResult
 from diagnose.status import NO_EVIDENCE, Status
 
+# the noise floor (evidence.py, the warmup probe): 5 % of the time compared, and at least 0.25 s
+NOISE_REL, NOISE_ABS = 0.05, 0.25
+
 
 def steady_us(run: Run) -> dict[str, float]:
     """Median per-call microseconds per benchmark case (benchmark stage, else leaderboard)."""
@@ -39,3 +42,16 @@ def recompiles(st: StageResult) -> list[dict]:
         if tail.isdigit() and int(tail) > 0:
             out.append({"compile_id": cid, "phase": r.get("phase"), "reason": r.get("recompile_reason")})
     return out
+
+
+def first_call(st: StageResult) -> dict | None:
+    """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup)."""
+    ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
+    if ph is None:
+        return None
+    total = ph.seconds
+    comp = sum((r.get("duration_us") or 0) / 1e6 for r in st.compile if r.get("phase") == ph.name)
+    cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in st.captures
+              if c.get("phase") == ph.name and c["origin"] == "outer")
+    return {"phase": ph.name, "total_s": round(total, 3), "compile_s": round(comp, 3),
+            "capture_s": round(cap, 3), "rest_s": round(max(0.0, total - comp - cap), 3), "open": ph.open}

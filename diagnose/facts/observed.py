@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import os
 
-from diagnose.analysis.measures import recompiles
+from diagnose.facts.measures import recompiles
 from diagnose.session import Run, StageResult
 from diagnose.status import Status
 
