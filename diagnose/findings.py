@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from diagnose.status import Confidence, Status
+from diagnose.status import CauseKind, Confidence, Status
 
 
 @dataclass
@@ -30,7 +30,7 @@ class Verdict:
 class Cause:
     rank: int
     suspects: list[str]
-    kind: str                   # mechanism | hot_spot | too_slow | bug | stale_lock
+    kind: CauseKind             # status.CauseKind: saved as its text
     narrative: str
     confidence: Confidence
     changes_outcome: bool
@@ -45,7 +45,7 @@ class Cause:
 
     @classmethod
     def from_dict(cls, d: dict) -> "Cause":
-        return cls(**{**d, "confidence": Confidence(d["confidence"])})
+        return cls(**{**d, "confidence": Confidence(d["confidence"]), "kind": CauseKind(d["kind"])})
 
 
 @dataclass

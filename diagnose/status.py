@@ -64,3 +64,40 @@ class Warning_(str, enum.Enum):
 
 def _enum(cls, value):
     return None if value is None else cls(value)
+
+
+class Word(str, enum.Enum):
+    """A closed set of words that a record saves as plain text: equal to its text, printed as it."""
+
+    def __str__(self) -> str:
+        return self.value
+
+
+class PlanState(Word):
+    """Where a probe's plan stands (probes/base.py)."""
+    RUN = "run"
+    ABSENT = "not present"
+    NOT_APPLICABLE = "not applicable"
+    CANNOT_TOGGLE = "cannot toggle"
+    TUNE = "needs a tuning run"    # its toggle needs a search's result that no timed run reached
+
+
+class Compared(Word):
+    """A variant against the baseline (analysis/comparison.compare)."""
+    SAME = "same"            # the same failure
+    FIXED = "fixed"          # got past the baseline's failure
+    MOVED = "moved"          # the same kind of failure, at a later stage
+    DIFFERENT = "different"  # another failure at the same point
+    BROKEN = "broken"        # the edit broke the program
+    UNKNOWN = "unknown"      # the runs cannot tell
+
+
+class CauseKind(Word):
+    """What kind of cause a ranked cause is (findings.Cause.kind)."""
+    MECHANISM = "mechanism"        # a probe's suspect (or an interaction of several), shown by its toggle
+    BUG = "bug"                    # the code itself, at its line
+    HOT_SPOT = "hot_spot"          # where the time went, measured
+    TOO_SLOW = "too_slow"          # the work itself, wherever it runs
+    STALE_LOCK = "stale_lock"      # a build lock the killed compile step left
+    HARNESS_RULE = "harness_rule"  # a rule of the harness's evaluator
+

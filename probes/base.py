@@ -19,10 +19,11 @@ from typing import Callable
 from diagnose.session import Run
 from diagnose.source.scan import ScanResult, scan_source
 
-RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE = "run", "not present", "not applicable", "cannot toggle"
-# Its toggle needs a search's result that no timed run reached: the engine runs one tuning run (every shape
-# once, outside any budget) and plans this probe again with it (PlanContext.tuning)
-TUNE = "needs a tuning run"
+from diagnose.status import PlanState
+
+# TUNE: its toggle needs a search's result that no timed run reached: the engine runs one tuning run (every
+# shape once, outside any budget) and plans this probe again with it (PlanContext.tuning)
+RUN, ABSENT, NOT_APPLICABLE, CANNOT_TOGGLE, TUNE = PlanState
 # Runtime switches a toggle may ask for instead of a source edit (the runner applies them):
 WARM = "warm_cache"      # reuse the baseline's compile cache instead of a cold one
 
@@ -49,7 +50,7 @@ class PlanContext:
 
 @dataclass
 class Plan:
-    state: str
+    state: PlanState
     why: str = ""
     toggles: list[Toggle] = field(default_factory=list)
     evidence: dict = field(default_factory=dict)

@@ -42,17 +42,15 @@ from dataclasses import dataclass
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
 from diagnose.analysis.comparison import compare, passed_all, seconds_saved
-from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import variant_runs
+from diagnose.facts.measures import geomean, steady_us
 from diagnose.session import Role, Run, Session
-from diagnose.status import FAILURES, NO_EVIDENCE, Status
+from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
          "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
          "cause-unchanged", "cleared-same", "figure-equal", "outside-state")
-
-
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
 
@@ -206,7 +204,7 @@ def _outcome_cause(s: Session, c, key: str, base: Run, variants: list[Run]) -> l
     out = []
     for p in c.suspects:
         without = [r for r in variants if _removes(r, p)]
-        past = [r for r in without if compare(s, base, r) == "fixed"]
+        past = [r for r in without if compare(s, base, r) == Compared.FIXED]
         if not past:
             tried = f"{', '.join(r.id for r in without)} took it away and still failed" if without else \
                 "no run took it away"
@@ -216,7 +214,8 @@ def _outcome_cause(s: Session, c, key: str, base: Run, variants: list[Run]) -> l
                                                    f"({', '.join(r.id for r in past)}) passed every stage the "
                                                    f"baseline ran"))
     if len(c.suspects) > 1 and not any(
-            r is base or (not any(_removes(r, p) for p in c.suspects) and compare(s, base, r) in ("same", "moved"))
+            r is base or (not any(_removes(r, p) for p in c.suspects)
+                          and compare(s, base, r) in (Compared.SAME, Compared.MOVED))
             for r in [base] + variants if r.id in c.evidence):
         out.append(Finding("cause-interaction", key, "no run that kept all of its suspects failed as the baseline "
                                                      "did"))
@@ -238,7 +237,7 @@ def _causes(s: Session) -> list[Finding]:
             out.append(Finding("cause-all-failed", key, f"{other.id} ended {other.outcome}, not {base.outcome}"
                                if other else "no variant ran to show that it fails wherever it runs"))
         elif any(w in c.narrative for w in UNCHANGED):
-            got = [r for r in variant_runs(s) if compare(s, base, r) == "fixed"]
+            got = [r for r in variant_runs(s) if compare(s, base, r) == Compared.FIXED]
             if got:
                 out.append(Finding("cause-unchanged", key, f"{got[0].id} ({got[0].toggle or got[0].probe}) got past "
                                                            f"the failure"))

@@ -33,7 +33,7 @@ from diagnose.analysis.fix_choice import choose_fix
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
-from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
+from diagnose.status import FAILURES, NO_EVIDENCE, CauseKind, Compared, Confidence, Status
 from probes import BY_NAME, ORDER
 
 
@@ -72,7 +72,8 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
 
 
 def _fixers(session: Session, base: Run) -> list[Run]:
-    return [r for r in single_runs(session) if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == "fixed"]
+    return [r for r in single_runs(session)
+            if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == Compared.FIXED]
 
 
 def subsumed(session: Session, base: Run) -> set[str]:
@@ -106,7 +107,7 @@ def conclude(session: Session) -> None:
     minimal: list[str] = []
     if failing:
         # a run that failed the same way, only later, fixed nothing: it is not a fixer (see _inconclusive)
-        fixers = [r for r in singles if verdicts[r.id] == "fixed" and BY_NAME[r.probe].INFO.fixes]
+        fixers = [r for r in singles if verdicts[r.id] == Compared.FIXED and BY_NAME[r.probe].INFO.fixes]
         # The search's combinations decide an interaction; a single fixing suspect decides itself (and
         # is recomputed here, as solo confirmations may have changed which singles fix it).
         fixing = fixing_probes(session, base)
@@ -140,7 +141,7 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
     for r in singles:
         by_probe.setdefault(r.probe, []).append(r)
     for probe, runs in by_probe.items():
-        if any(verdicts[r.id] in ("same", "fixed", "different") for r in runs):
+        if any(verdicts[r.id] in (Compared.SAME, Compared.FIXED, Compared.DIFFERENT) for r in runs):
             continue
         reasons = []
         for r in runs:
@@ -152,11 +153,11 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
             elif r.exercised is False:
                 reasons.append(f"{r.toggle}: the run failed before reaching L{', L'.join(map(str, r.watched))} "
                                f"(the edited lines never executed), so it tested nothing")
-            elif verdicts[r.id] == "moved":
+            elif verdicts[r.id] == Compared.MOVED:
                 st = r.failed_stage
                 reasons.append(f"{r.toggle}: {r.id} still ended {r.outcome}, only later ({st.name}/{st.phase}): "
                                f"removing it alone fixes nothing, and it is not cleared either")
-            elif verdicts[r.id] == "broken":
+            elif verdicts[r.id] == Compared.BROKEN:
                 reasons.append(f"{r.toggle}: the edit broke the program ({broken_by_edit(r)}), so its result is "
                                f"not weighed")
         session.inconclusive.append(Inconclusive(probe=probe, reason="; ".join(reasons) or "no usable run",
@@ -200,7 +201,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
                     if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]
     best = min((r for p in minimal for r in by[p]), key=lambda r: geomean(steady_us(r).values()) or math.inf,
                default=None)
-    return Cause(rank=0, suspects=minimal, kind="mechanism", narrative=narrative, confidence=conf,
+    return Cause(rank=0, suspects=minimal, kind=CauseKind.MECHANISM, narrative=narrative, confidence=conf,
                  changes_outcome=True, evidence=[r.id for r in deciding], site=probe_site(session, minimal[0]),
                  sites=[s for s in (probe_site(session, p) for p in minimal) if s],
                  seconds_saved=seconds_saved(session, base, best) if best else {}, confirmed=confirmed,
@@ -222,7 +223,7 @@ def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict
         k, v = max(claimed.items(), key=lambda kv: kv[1]["saved_s"])
         ratio = v["saved_s"] / v["noise_s"]
         conf = Confidence.HIGH if ratio >= 4 else Confidence.MEDIUM if ratio >= 2 else Confidence.LOW
-        out.append(Cause(rank=0, suspects=[r.probe], kind="mechanism", confidence=conf, changes_outcome=False,
+        out.append(Cause(rank=0, suspects=[r.probe], kind=CauseKind.MECHANISM, confidence=conf, changes_outcome=False,
                          narrative=f"{r.toggle} saves {v['saved_s']:.1f} s in {k} (noise ±{v['noise_s']:.1f} s) "
                                    f"without changing the outcome.",
                          evidence=[base.id, r.id], site=probe_site(session, r.probe), seconds_saved=saved))
@@ -236,7 +237,7 @@ def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bl
         return out
     for probe in sorted({r.probe for r in singles} - blamed, key=ORDER.index):
         runs = [r for r in singles if r.probe == probe]
-        used = [r for r in runs if verdicts[r.id] == "same"]
+        used = [r for r in runs if verdicts[r.id] == Compared.SAME]
         if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
             continue
         machine = next((m for m in map(depends_on_machine, used + [base]) if m), "")

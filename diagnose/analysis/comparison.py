@@ -10,7 +10,7 @@ import statistics
 from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
-from diagnose.status import FAILURES, NO_EVIDENCE, Confidence, Status
+from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
 from probes import BY_NAME
 
 
@@ -103,39 +103,39 @@ def broken_by_edit(run: Run) -> str | None:
                                                                 f"{typ}: {st.message}")
 
 
-def compare(session: Session, base: Run, run: Run) -> str:
+def compare(session: Session, base: Run, run: Run) -> Compared:
     """'same' failure as the baseline, 'fixed', 'moved' (the same kind of failure at a later stage),
     'different' (failed otherwise), 'broken' (the edit broke the program), or 'unknown' (it says
     nothing: not run, interrupted, flaky, never exercised). For a probe whose toggle moves work, a moved
     failure is the same failure."""
     e, b = effective(session, run), effective(session, base)
     if e.outcome in NO_EVIDENCE or b.outcome in NO_EVIDENCE or e.flaky:
-        return "unknown"
+        return Compared.UNKNOWN
     if run.exercised is False:
-        return "unknown"
+        return Compared.UNKNOWN
     bp, rp = failure_point(base), failure_point(run)
     if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
-        return "unknown"
+        return Compared.UNKNOWN
     if e.outcome in FAILURES:
         base_err = (base.failed_stage.exception or {}).get("type") if base.failed_stage else None
         err = (run.failed_stage.exception or {}).get("type") if run.failed_stage else None
         if broken_by_edit(run) and err != base_err:
-            return "broken"
+            return Compared.BROKEN
         if b.outcome == e.outcome and bp and rp and (bp[1], bp[2]) == (rp[1], rp[2]):
-            return "same"
+            return Compared.SAME
         if bp is None or rp is None or not is_later(rp, bp):
-            return "different"
+            return Compared.DIFFERENT
         if e.outcome == b.outcome:     # the same kind of failure, later
-            return "same" if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else "moved"
-        return "fixed"     # it got past the baseline's failure and failed later, on something else
+            return Compared.SAME if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else Compared.MOVED
+        return Compared.FIXED     # it got past the baseline's failure and failed later, on something else
     if b.outcome == Status.AT_RISK:
-        return "fixed" if e.outcome == Status.OK else "same"
-    return "fixed" if b.outcome in FAILURES else "same"
+        return Compared.FIXED if e.outcome == Status.OK else Compared.SAME
+    return Compared.FIXED if b.outcome in FAILURES else Compared.SAME
 
 
 def single_runs(session: Session) -> list[Run]:
     """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
-    active = {p["name"] for p in session.probes if p["state"] == "run"} if session.probes else set(BY_NAME)
+    active = {p["name"] for p in session.probes if p["state"] == PlanState.RUN} if session.probes else set(BY_NAME)
     return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
 
 

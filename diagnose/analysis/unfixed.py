@@ -9,7 +9,7 @@ from diagnose.analysis.comparison import confidence_of, failure_point, is_later,
 from diagnose.analysis.evidence import effective
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
-from diagnose.status import NO_EVIDENCE, UNEXPLAINED, Confidence, Status
+from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Confidence, Status
 from diagnose.findings import rule_in
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
@@ -32,7 +32,8 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     conf, confirmed = confidence_of(session, [base])
     lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
     if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
-        return Cause(rank=0, suspects=["extension_build"], kind="stale_lock", confidence=conf, changes_outcome=False,
+        return Cause(rank=0, suspects=["extension_build"], kind=CauseKind.STALE_LOCK, confidence=conf,
+                     changes_outcome=False,
                      narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
                                f"extensions for the stage; a build longer than its limit never gets there.",
                      evidence=[base.id], site=site, confirmed=confirmed)
@@ -47,8 +48,8 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      f"{moved.failed_stage.name}/{moved.failed_stage.phase}"
                      f"{hotspots.MECHANISM_HINTS.get(hot['mechanism'], '') if owner else ''}.")
         conf, confirmed = confidence_of(session, [base, moved])
-        return Cause(rank=0, suspects=[owner or moved.probe], kind="too_slow", narrative=narrative, confidence=conf,
-                     changes_outcome=False, evidence=[base.id, moved.id],
+        return Cause(rank=0, suspects=[owner or moved.probe], kind=CauseKind.TOO_SLOW, narrative=narrative,
+                     confidence=conf, changes_outcome=False, evidence=[base.id, moved.id],
                      site=site if owner else probe_site(session, moved.probe), confirmed=confirmed)
     every = _all_failed_alike(session, base) if st.status == Status.TIMEOUT else []
     if every:
@@ -60,7 +61,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
                      f"accounts for it.{inside}")
         conf, confirmed = confidence_of(session, [base])
-        return Cause(rank=0, suspects=[owner] if owner else [], kind="too_slow", narrative=narrative,
+        return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
                                    if hot else None), confirmed=confirmed, hot_spot=hot)
@@ -68,7 +69,8 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     rule = rule_in(session.harness.get("rules") or [], f"{(st.exception or {}).get('type', '')} {st.message}")
     if rule and st.status != Status.TIMEOUT:
         at = f"line {site['line']}" if site else (st.phase or "start-up")
-        return Cause(rank=0, suspects=[], kind="harness_rule", confidence=conf, changes_outcome=False, narrative=(
+        return Cause(rank=0, suspects=[], kind=CauseKind.HARNESS_RULE, confidence=conf, changes_outcome=False,
+                     narrative=(
             f"The harness's own rule stops it, not a bug in the code: {rule['file']} line {rule['line']} sets "
             f"{rule['name']}={rule['value']}, and the submission fails under it ({st.status}: "
             f"{_first_line(st.message)}) at {at} in {st.name}. A fix must obey the rule; {none}."),
@@ -77,7 +79,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
         # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
         # toggle of it could be made or verified
-        return Cause(rank=0, suspects=[owner] if owner else [], kind="hot_spot", confidence=conf,
+        return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.HOT_SPOT, confidence=conf,
                      changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
                      f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
@@ -106,7 +108,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         else:
             narrative = (f"The submission fails ({st.status}: {st.message}) at {where} in {st.name}" +
                          (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
-    return Cause(rank=0, suspects=[], kind="bug", confidence=conf if site else Confidence.MEDIUM,
+    return Cause(rank=0, suspects=[], kind=CauseKind.BUG, confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
 
 

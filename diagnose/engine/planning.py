@@ -7,6 +7,7 @@ import hashlib
 
 from diagnose.analysis import comparison
 from diagnose.session import Role, Run
+from diagnose.status import Compared
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, TUNE, PlanContext, Toggle
 
@@ -88,10 +89,10 @@ class Planning:
             return None
         if not self._wait(self._states[run.id].done):
             return None
-        verdict = comparison.compare(self.session, base, run) if run is not base else "same"
+        verdict = comparison.compare(self.session, base, run) if run is not base else Compared.SAME
         # a failure of the same kind that only came later still fails: the suspects kept are not shown to be
         # needed for it, so only a run that got past the failure answers "no"
-        return {"same": True, "moved": True, "fixed": False}.get(verdict)
+        return {Compared.SAME: True, Compared.MOVED: True, Compared.FIXED: False}.get(verdict)
 
     @staticmethod
     def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
