@@ -52,12 +52,10 @@ def probes_table(rows: list[dict]) -> Table:
     return t
 
 
-def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
-                quiet: bool = False) -> tuple[list, bool]:
-    """The `check` table and whether the submission passes. Never passes when a stage failed, when a stage
-    time measured or predicted on a GPU exceeds its budget, or when the scan found an error-level risk.
-    Without a GPU, timings are shown but not judged (they say nothing about a GPU budget): a pass there is
-    PASSED ON CPU, never SAFE."""
+def _stage_table(session: Session, gpu: bool):
+    """check's table, a row per step (each stage's compile step too), and what the margins say: the stages over
+    budget (on a GPU, or on this CPU), those within it only without spread and allowance, and per stage
+    whether its margin is wide."""
     t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
     for col in ("stage", "status", "seconds", "budget", "share", "note"):
         t.add_column(col)
@@ -80,6 +78,16 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
                       escape(("the harness ignores it: " + c.message if c.message else
                               "the harness ignores how it ends")[:80]))
         t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(st.message[:80]))
+    return t, over, cpu_over, tight, wide
+
+
+def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
+                quiet: bool = False) -> tuple[list, bool]:
+    """The `check` table and whether the submission passes. Never passes when a stage failed, when a stage
+    time measured or predicted on a GPU exceeds its budget, or when the scan found an error-level risk.
+    Without a GPU, timings are shown but not judged (they say nothing about a GPU budget): a pass there is
+    PASSED ON CPU, never SAFE."""
+    t, over, cpu_over, tight, wide = _stage_table(session, gpu)
     lines: list = [t]
     for r in risks:
         color = "red" if r["severity"] == "error" else "yellow"
@@ -96,8 +104,7 @@ def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
         lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
     if tight:
         lines.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
-                     f"runner, "
-                     f"{', '.join(tight)} s passes its budget")
+                     f"runner, {', '.join(tight)} s passes its budget")
     risky = any(r["severity"] == "error" for r in risks)
     passed = status == Status.OK and not over and not risky and not tight
     if passed and gpu and wide and all(wide):
