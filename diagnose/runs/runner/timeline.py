@@ -5,6 +5,8 @@ the status follows from the events, the exit code and why we stopped it.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import os
 
 from diagnose.runs.runner.child import ChildResult
@@ -61,6 +63,18 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     The child's events are claims. A stage is ok only if the child reported the stage done, exited by
     itself with status 0, and got through the interpreter's exit; a `stage_done` that arrives while a
     phase is still open is impossible for the worker and is taken as the submission forging it."""
+    st, ev, t0, t_last = _record(name, child, budget_s, submission_file)
+    v = _seen(st, child, ev)
+    if not _judge_stopped(st, child, v, budget_s, submission_file, t0, t_last):
+        _judge_ended(st, child, v, submission_file, evaluated)
+    if st.anomalies and st.status == Status.OK:
+        st.message = "the tool's event channel carried events the worker did not send (see anomalies)"
+    return st
+
+
+def _record(name: str, child: ChildResult, budget_s: float, submission_file: str):
+    """Everything the stage recorded, before any judgement: phases, resources, compiles, captures, timing,
+    samples, state and libraries."""
     ev = child.events
     for e in ev:
         if e["k"] in ("exception", "worker_error"):
@@ -106,6 +120,26 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     fill_samples(st, ev)
     gpu = [e["gpu_peak_mb"] for e in ev if e["k"] == "end" and isinstance(e.get("gpu_peak_mb"), (int, float))]
     st.peak_gpu_mb = round(max(gpu), 1) if gpu else None
+    return st, ev, t0, t_last
+
+
+@dataclass
+class _Seen:
+    """What the events say about how the stage ended, for the judgement."""
+    innermost_open: str | None
+    exc: dict | None
+    wrong: dict | None
+    done: dict | None
+    werr: dict | None
+    clean: bool
+    tamper: list
+    forged: set
+    needs: str | None
+    how: str
+
+
+def _seen(st: StageResult, child: ChildResult, ev: list[dict]) -> _Seen:
+    """The events that decide the outcome (a forged 'stage done': one sent while a phase was still open)."""
     open_phases = [p for p in st.phases if p.open]
     innermost_open = open_phases[-1].name if open_phases else None
     exc = next((e for e in ev if e["k"] == "exception"), None)
@@ -117,15 +151,21 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     forged = done is not None and _open_at(ev, done) - {"interpreter_exit"}
     needs = needs_gpu_reason(ev)
     how = f"signal {child.signal}" if child.signal else f"exit code {child.exit_code}"
+    return _Seen(innermost_open, exc, wrong, done, werr, clean, tamper, forged, needs, how)
 
-    if tamper or forged:
-        st.status, st.phase = Status.TAMPERED, innermost_open
-        placed = [e for e in tamper if isinstance(e.get("file"), str) and isinstance(e.get("line"), int)]
+
+def _judge_stopped(st: StageResult, child: ChildResult, v: _Seen, budget_s: float, submission_file: str,
+                   t0: float, t_last: float) -> bool:
+    """A stage the parent stopped or caught tampering: tampered, timed out, interrupted, killed. False when
+    none of these, and the stage ended by itself."""
+    if v.tamper or v.forged:
+        st.status, st.phase = Status.TAMPERED, v.innermost_open
+        placed = [e for e in v.tamper if isinstance(e.get("file"), str) and isinstance(e.get("line"), int)]
         st.site = (frames_site([{"file": e["file"], "line": e["line"], "func": "", "code": str(e.get("code", ""))}
                                 for e in placed[:1]], submission_file) or stack_site(child.stacks, submission_file))
-        st.message = ("; ".join(e["what"] for e in tamper[:3]) if tamper else
+        st.message = ("; ".join(e["what"] for e in v.tamper[:3]) if v.tamper else
                       f"the submission wrote a 'stage done' to the tool's channel while "
-                      f"{', '.join(sorted(forged))} was still running")
+                      f"{', '.join(sorted(v.forged))} was still running")
     elif child.killed == "deadline" and child.exited_s is not None:
         st.phases.append(Phase("outputs_open", child.exited_s, round(t_last - t0, 4), open=True, ok=False))
         st.status, st.phase = Status.TIMEOUT, "outputs_open"
@@ -136,42 +176,50 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
                       f"{budget_s:g} s budget ran out ({'; '.join(child.held_by) or 'held by a process it started'}): "
                       f"the harness waits for both to close")
     elif child.killed == "deadline":
-        st.status, st.phase = Status.TIMEOUT, innermost_open
+        st.status, st.phase = Status.TIMEOUT, v.innermost_open
         st.site = stack_site(child.stacks, submission_file)
         if st.phase == "interpreter_exit":
             st.message = (f"the stage finished, but the process did not exit within the {budget_s:g} s budget: "
                           f"a non-daemon thread or an atexit handler never ended")
         else:
-            st.message = f"exceeded the {budget_s:g} s budget {_where(st.phases, innermost_open)}"
+            st.message = f"exceeded the {budget_s:g} s budget {_where(st.phases, v.innermost_open)}"
     elif child.killed == "interrupted":
-        st.status, st.phase = Status.INTERRUPTED, innermost_open
+        st.status, st.phase = Status.INTERRUPTED, v.innermost_open
         st.message = "interrupted by the user"
     elif child.killed:
-        st.status, st.phase = Status.CRASH, innermost_open
+        st.status, st.phase = Status.CRASH, v.innermost_open
         st.site = stack_site(child.stacks, submission_file)
         st.message = {"max_rss": f"killed: the process tree passed the --max-rss limit "
                                  f"({child.peak_rss_mb:.0f} MB)"}.get(child.killed, child.killed)
-    elif needs and (exc or werr):
-        st.status, st.phase = Status.NEEDS_GPU, (exc or {}).get("phase") or innermost_open
-        st.message = needs
-    elif exc:
+    else:
+        return False
+    return True
+
+
+def _judge_ended(st: StageResult, child: ChildResult, v: _Seen, submission_file: str, evaluated: bool) -> None:
+    """A stage that ended by itself: its outcome from what the worker (or the problem's evaluator) said."""
+    ev = st.events
+    if v.needs and (v.exc or v.werr):
+        st.status, st.phase = Status.NEEDS_GPU, (v.exc or {}).get("phase") or v.innermost_open
+        st.message = v.needs
+    elif v.exc:
         # in a problem's evaluator the failing phase may be in the pool worker: the last one that failed
         failed = [p for p in st.phases if not p.ok and not p.open]
-        st.status, st.phase = Status.CRASH, exc.get("phase") or (failed[-1].name if failed else None)
-        st.exception = {k: exc.get(k) for k in ("type", "message", "traceback", "frames")}
-        st.site = frames_site(exc.get("frames"), submission_file) or frames_site(
-            frames_from_text(exc.get("traceback", "")), submission_file)
-        msg = exc["message"].strip().splitlines()[0] if exc["message"].strip() else ""
-        st.message = f"{exc['type']}: {msg}" if msg else exc["type"]
-    elif werr:
-        st.status, st.phase = Status.CRASH, innermost_open
-        st.message = f"the worker failed before the stage: {werr['type']}: {werr['message']}"
-    elif done and (child.exit_code != 0 or not clean):
+        st.status, st.phase = Status.CRASH, v.exc.get("phase") or (failed[-1].name if failed else None)
+        st.exception = {k: v.exc.get(k) for k in ("type", "message", "traceback", "frames")}
+        st.site = frames_site(v.exc.get("frames"), submission_file) or frames_site(
+            frames_from_text(v.exc.get("traceback", "")), submission_file)
+        msg = v.exc["message"].strip().splitlines()[0] if v.exc["message"].strip() else ""
+        st.message = f"{v.exc['type']}: {msg}" if msg else v.exc["type"]
+    elif v.werr:
+        st.status, st.phase = Status.CRASH, v.innermost_open
+        st.message = f"the worker failed before the stage: {v.werr['type']}: {v.werr['message']}"
+    elif v.done and (child.exit_code != 0 or not v.clean):
         st.status, st.phase = Status.CRASH, "interpreter_exit"
         st.site = stack_site(child.stacks, submission_file)
-        st.message = (f"the stage finished, but the process then ended with {how} instead of exiting "
+        st.message = (f"the stage finished, but the process then ended with {v.how} instead of exiting "
                       f"normally (at exit: a non-daemon thread, an atexit handler or os._exit)")
-    elif done and evaluated:
+    elif v.done and evaluated:
         rep = parse_report(child.report)
         st.evaluator = {"report": rep, "exit": next((e.get("code") for e in ev if e["k"] == "evaluator_exit"), None)}
         if rep.get("check") == "pass":
@@ -180,22 +228,20 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
             st.status = Status.WRONG
             st.phase, st.message = report_failure(rep)
         else:
-            st.status, st.phase = Status.CRASH, innermost_open
+            st.status, st.phase = Status.CRASH, v.innermost_open
             st.message = "the problem's evaluator ended without a verdict (no 'check:' line in its report)"
-    elif done and done["status"] == "wrong":
-        st.status, st.phase = Status.WRONG, f"check:{wrong['case']}" if wrong else None
-        st.message = (f"check failed on {wrong['case']} (output {wrong.get('index', 0)}): {wrong.get('message', '')}"
-                      if wrong else "check failed")
-    elif done:
+    elif v.done and v.done["status"] == "wrong":
+        st.status, st.phase = Status.WRONG, f"check:{v.wrong['case']}" if v.wrong else None
+        w = v.wrong or {}
+        st.message = (f"check failed on {w.get('case')} (output {w.get('index', 0)}): {w.get('message', '')}"
+                      if v.wrong else "check failed")
+    elif v.done:
         st.status = Status.OK
     else:
-        st.status, st.phase = Status.CRASH, innermost_open
+        st.status, st.phase = Status.CRASH, v.innermost_open
         # a submission that enabled faulthandler itself sends the fatal-signal dump to stderr, not to us
         st.site = stack_site(child.stacks, submission_file) or stack_site(child.stderr_tail, submission_file)
-        st.message = f"the process ended ({how}) {_where(st.phases, innermost_open)} without finishing the stage"
-    if st.anomalies and st.status == Status.OK:
-        st.message = "the tool's event channel carried events the worker did not send (see anomalies)"
-    return st
+        st.message = f"the process ended ({v.how}) {_where(st.phases, v.innermost_open)} without finishing the stage"
 
 
 def _where(phases: list[Phase], innermost_open: str | None) -> str:
