@@ -83,6 +83,12 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
                      f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
+    return _in_the_code(session, base, site, conf, confirmed, none)
+
+def _in_the_code(session: Session, base: Run, site: dict | None, conf, confirmed: bool, none: str):
+    """No suspect and no rule accounts for it: the code itself, at its line (a wrong result at the line that
+    returns it), or, for a timeout that no stack or sample placed in the submission, inconclusive."""
+    st = base.failed_stage
     if st.status == Status.TIMEOUT and site is None:
         # Neither the stacks at the deadline nor the sampler put the time in the submission's code: a bug
         # there is a guess, as is anything else. Say where the run was, and no more.
@@ -110,6 +116,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                          (f", {st.phase}" if st.phase else "") + f"; {none}: the cause is in that code itself.")
     return Cause(rank=0, suspects=[], kind=CauseKind.BUG, confidence=conf if site else Confidence.MEDIUM,
                  narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
 
 
 def _first_line(text: str) -> str:
