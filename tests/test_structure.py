@@ -128,3 +128,21 @@ def test_no_circle_between_folders():
         return False
     circles = sorted({tuple(sorted((a, b))) for a in edges for b in edges[a] if reaches(b, a)})
     assert not circles, circles
+
+
+# Functions still over the limit, each to be split (issue: an engine that reads in one sitting); the list may
+# only shrink, and a function not on it may never pass the limit.
+LONG_FUNCTIONS = {("diagnose/runs/runner/isolate.py", "run_child"), ("diagnose/runs/worker/main.py", "main"),
+                  ("diagnose/engine/core.py", "diagnose")}
+MAX_FUNCTION_LINES = 60
+
+
+def test_no_function_is_over_60_lines_but_the_listed_ones():
+    long = set()
+    for p in CODE:
+        for n in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and \
+                    n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES:
+                long.add((str(p.relative_to(ROOT)), n.name))
+    assert long <= LONG_FUNCTIONS, sorted(long - LONG_FUNCTIONS)
+    assert long == LONG_FUNCTIONS, f"split already, take them off the list: {sorted(LONG_FUNCTIONS - long)}"

@@ -38,14 +38,13 @@ def _texts(first: Path, second: Path | None, git: str | None) -> tuple[str, str]
 def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_dir: Path | None,
            diagnose_after: bool, quiet: bool, verbose: bool, runner: str | None) -> int:
     import datetime as dt
-
     from diagnose.source import ast_diff
     from diagnose.engine.edit_search import EditSearch
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
     good_text, bad_text = _texts(first, second, git)
-    stem = first.stem
-    outdir = OutDir(out_dir or Path("reports") / f"bisect-{stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}", "--out")
+    outdir = OutDir(out_dir or Path("reports") / f"bisect-{first.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
+                    "--out")
     paths = {}
     for name, text in (("good.py", good_text), ("bad.py", bad_text)):
         paths[name] = outdir.path / name
@@ -60,9 +59,7 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         (["--git", git] if git else [])
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     if not quiet:
-        err.print(f"{len(edits)} edit(s) between GOOD and BAD; every subset would be {2 ** len(edits)} runs")
-        for e in edits:
-            err.print(f"  {e.id} {e.summary()}", markup=False)
+        _say_edits(edits)
     t0 = time.monotonic()
     with Signals() as sig:
         opts = prep.options(probes=[], bisect=False, confirm=False)
@@ -98,6 +95,12 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         save(prep.session)
     out.print(f"  report: {outdir.path / 'report.md'}", markup=False)
     return sig.code or (0 if minimal else 1)
+
+
+def _say_edits(edits) -> None:
+    err.print(f"{len(edits)} edit(s) between GOOD and BAD; every subset would be {2 ** len(edits)} runs")
+    for e in edits:
+        err.print(f"  {e.id} {e.summary()}", markup=False)
 
 
 def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: bool, runner: str | None):
