@@ -86,7 +86,8 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
     # -- planning --------------------------------------------------------------------------------------
     # -- the diagnosis ---------------------------------------------------------------------------------
     def diagnose(self) -> Session:
-        s = self.session
+        """The diagnosis as a short script (_script); whatever happens, the runner is closed and the session
+        saved, and a bug of ours still concludes on the runs that finished."""
         self._t0 = time.monotonic()
         self.sched = Scheduler(self.opts.jobs, self.stop)
         # Causes before costs: until the causes stand, fix costing (the later stages) takes at most half the
@@ -94,89 +95,112 @@ class Engine(RunPool, Planning, Conclusions, Preflight):
         # ended, find a worker free at once (on Round 9 they had waited 20 s behind benchmark stages).
         self.sched.set_reserve(max(2, self.opts.jobs // 2))
         try:
-            if self.opts.preflight and not self._preflight():
-                return self._finish()
-            base = self.launch(Role.BASELINE, None, None, self.sub.source)
-            if self.opts.probes == []:
-                self._all_launched.set()
-            for rep in range(1, self.opts.repeat):
-                self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
-            early = self.plan(None)
-            self._launch_plan(early)
-            self._record_plans(early)
-            if not self._wait(self._states[base.id].done):
-                self._release_held()
-                return self._finish()
-            self._say_early("verdict")
-            if self._moot.is_set():
-                # Every variant would stop where the baseline did: running them only costs the user time.
-                self._release_held()
-                self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
-                s.complete = not self.stop.is_set()
-                return self._finish()
-            late = self.plan(base)
-            self._record_plans(late)
-            self._launch_plan(late)       # identical variants are not run again
-            tuned = self.tune(late, base)
-            if tuned:
-                late.update(tuned)
-                self._record_plans(late)
-                self._launch_plan(tuned)
-            removers = self._removers(late)
-            singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
-            try:
-                if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
-                    # Start the combinations the search will most likely ask for now, beside the late toggles:
-                    # all suspects out (it needs no toggle's answer), and the ones that already fixed it alone
-                    # kept in. A guess made while some toggles still run costs one run if it is wrong (the
-                    # search then asks for the right one); waiting for them had cost Round 9 20-40 s.
-                    self.fails_with([], removers, wait=False)
-                    known = bisector.fixing_probes(s, base)
-                    if len(known) >= 2:
-                        self.fails_with(known, removers, wait=False)
-            finally:
-                # Only now may the fix-costing stages queue: released before the combinations were submitted,
-                # a free worker took them first (a loaded CI machine ran every leaderboard stage ahead of them).
-                self._release_held()
-            if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
-                return self._finish()
-            if self.opts.bisect:
-                bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers),
-                                prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
-            self._say_early("cause")
-            self.sched.set_reserve(0)
-            self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
-            self._conclude()
-            if self.opts.confirm:
-                for _ in range(2):    # a confirmation can change which runs the conclusions rest on
-                    todo = fix_choice.doubtful_evidence(s)
-                    if not todo or self.stop.is_set():
-                        break
-                    self._confirm(todo)
-                    self._conclude()
-            s.complete = not self.stop.is_set()
-            return self._finish()
+            return self._script()
         except BadInput:
             raise
         except Exception:  # noqa: BLE001 - a bug of ours: keep what finished, say so, conclude on it
-            import traceback
-            self.errors.append(traceback.format_exc())
-            self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
-            try:
-                return self._finish()
-            except Exception:  # noqa: BLE001 - concluding is what failed: no causes, the runs' verdict only
-                self.errors.append(traceback.format_exc())
-                s.causes, s.cleared, s.inconclusive, s.fix = [], [], [], None
-                s.verdict = summary.verdict(s, interrupted=self.stop.is_set())
-                s.verdict.note = "diagnose failed while concluding (a bug in diagnose): no causes are stated"
-                return s
+            return self._salvage()
         finally:
             self.sched.close()
             kept = self.runner.close()
             if kept:
-                s.notes.append(f"run directories kept in {kept}")
+                self.session.notes.append(f"run directories kept in {kept}")
             self.save()
 
+    def _script(self) -> Session:
+        """baseline and early toggles → verdict → late plans and tuning → combinations → causes → confirm."""
+        s = self.session
+        if self.opts.preflight and not self._preflight():
+            return self._finish()
+        base = self._start()
+        if not self._wait(self._states[base.id].done):
+            self._release_held()
+            return self._finish()
+        self._say_early("verdict")
+        if self._moot.is_set():
+            # Every variant would stop where the baseline did: running them only costs the user time.
+            self._release_held()
+            self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+            s.complete = not self.stop.is_set()
+            return self._finish()
+        removers, singles = self._plan_late(base)
+        if not self._wait_for(lambda: all(self._decided(r) for r in singles)):
+            return self._finish()
+        if self.opts.bisect:
+            bisector.search(s, list(removers), fails=lambda keep: self.fails_with(keep, removers),
+                            prefetch=lambda subsets: [self.fails_with(k, removers, wait=False) for k in subsets])
+        self._say_early("cause")
+        self.sched.set_reserve(0)
+        self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+        self._conclude()
+        if self.opts.confirm:
+            for _ in range(2):    # a confirmation can change which runs the conclusions rest on
+                todo = fix_choice.doubtful_evidence(s)
+                if not todo or self.stop.is_set():
+                    break
+                self._confirm(todo)
+                self._conclude()
+        s.complete = not self.stop.is_set()
+        return self._finish()
+
+    def _start(self) -> Run:
+        """The baseline, its repeats, and every toggle the source alone can plan, launched at once."""
+        base = self.launch(Role.BASELINE, None, None, self.sub.source)
+        if self.opts.probes == []:
+            self._all_launched.set()
+        for rep in range(1, self.opts.repeat):
+            self.launch(Role.REPEAT, None, "repeat", self.sub.source, rep=rep)
+        early = self.plan(None)
+        self._launch_plan(early)
+        self._record_plans(early)
+        return base
+
+    def _plan_late(self, base: Run) -> tuple[dict, list[Run]]:
+        """Every probe planned again from the baseline (a tuning run first where one needs it), the late
+        toggles launched, and the combinations the search will most likely ask for started beside them.
+        Returns the suspects' removing toggles and the single toggle runs the causes wait for."""
+        s = self.session
+        late = self.plan(base)
+        self._record_plans(late)
+        self._launch_plan(late)       # identical variants are not run again
+        tuned = self.tune(late, base)
+        if tuned:
+            late.update(tuned)
+            self._record_plans(late)
+            self._launch_plan(tuned)
+        removers = self._removers(late)
+        singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
+        try:
+            if self.opts.bisect and len(removers) >= 2 and base.failed_stage is not None:
+                # Start the combinations the search will most likely ask for now, beside the late toggles:
+                # all suspects out (it needs no toggle's answer), and the ones that already fixed it alone
+                # kept in. A guess made while some toggles still run costs one run if it is wrong (the
+                # search then asks for the right one); waiting for them had cost Round 9 20-40 s.
+                self.fails_with([], removers, wait=False)
+                known = bisector.fixing_probes(s, base)
+                if len(known) >= 2:
+                    self.fails_with(known, removers, wait=False)
+        finally:
+            # Only now may the fix-costing stages queue: released before the combinations were submitted,
+            # a free worker took them first (a loaded CI machine ran every leaderboard stage ahead of them).
+            self._release_held()
+        return removers, singles
+
+    def _salvage(self) -> Session:
+        """A bug of ours: wait for the runs in flight, and conclude on them; if concluding is what failed, the
+        runs' verdict alone, with no causes."""
+        import traceback
+        s = self.session
+        self.errors.append(traceback.format_exc())
+        self._wait_for(lambda: all(st.done.is_set() for st in self._states.values()))
+        try:
+            return self._finish()
+        except Exception:  # noqa: BLE001 - concluding is what failed: no causes, the runs' verdict only
+            self.errors.append(traceback.format_exc())
+            s.causes, s.cleared, s.inconclusive, s.fix = [], [], [], None
+            s.verdict = summary.verdict(s, interrupted=self.stop.is_set())
+            s.verdict.note = "diagnose failed while concluding (a bug in diagnose): no causes are stated"
+            return s
 
 def probe_table() -> list[dict]:
     return [{"name": m.INFO.name, "suspect": m.INFO.suspect, "finds": m.INFO.finds, "toggles": m.INFO.toggles}
