@@ -132,7 +132,7 @@ def test_no_circle_between_folders():
 
 # Functions still over the limit, each to be split (issue: an engine that reads in one sitting); the list may
 # only shrink, and a function not on it may never pass the limit.
-LONG_FUNCTIONS = {("diagnose/runs/runner/isolate.py", "run_child"), ("diagnose/runs/worker/main.py", "main")}
+LONG_FUNCTIONS = {("diagnose/runs/runner/isolate.py", "run_child")}
 MAX_FUNCTION_LINES = 60
 
 

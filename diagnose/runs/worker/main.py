@@ -127,6 +127,15 @@ def main(spec_path: str) -> int:
     become_subreaper()     # the submission's orphans stay this run's (see diagnose/runs/subreaper.py)
     with open(spec_path) as fh:
         spec = WorkerSpec.from_json(fh.read())
+    ch, dog, lock, report_fd = _arm(spec)
+    ctx = _setup(spec, ch, lock, report_fd)
+    return ctx if isinstance(ctx, int) else _run(spec, ctx, ch, dog)
+
+
+def _arm(spec: WorkerSpec):
+    """Before anything of the submission's: the run's own /tmp, the event channel, the state and library
+    watchers, the stack dumps, the watchdog, the GPU lock, and the clean-exit record (registered first, so it
+    runs last)."""
     ev_fd, rep_fd, stacks_fd, report_fd = _fds()
     # The harness's process has no PYTHONPATH: the tool's own entries stay on sys.path (this process needs
     # them), and leave the environment that the submission and its processes see.
@@ -163,12 +172,18 @@ def main(spec_path: str) -> int:
     atexit.register(clean_exit)   # first registered, so it runs last
     ch.emit("worker_start", stage=spec.stage, dump_tid=dog.native_id)
     sys.path.insert(0, os.getcwd())
+    return ch, dog, lock, report_fd
 
+
+def _setup(spec: WorkerSpec, ch, lock, report_fd):
+    """torch, the device, the instruments and the guard, the harness's argv, and the reference: the stage's
+    context, or the worker's own exit code (3) when any of it fails."""
+    pid = os.getpid()
     from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
     from diagnose.runs.worker.ctx import Ctx
-    from diagnose.runs.worker.stages import STAGE_FUNCS, load_reference
+    from diagnose.runs.worker.stages import load_reference
 
-    ctx = torch = None
+    torch = None
     try:
         ch.begin("torch_import")
         import torch
@@ -200,7 +215,13 @@ def main(spec_path: str) -> int:
         ch.emit("worker_error", type=type(e).__name__, message=str(e)[:2000],
                 traceback=traceback.format_exc()[-8000:])
         return 3
+    return ctx
 
+
+def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
+    """The stage itself; then the stage's end as the harness's process ends it."""
+    pid, torch, ins, guard, evaluator = os.getpid(), ctx.torch, ctx.ins, ctx.guard, spec.evaluated
+    from diagnose.runs.worker.stages import STAGE_FUNCS
     try:
         if evaluator:
             from diagnose.runs.worker.evaluator import stage_evaluator
