@@ -177,6 +177,7 @@ def _evaluator(t) -> str:
 
 def prepare(i: Inputs) -> Prepared:
     from diagnose.runs.runner.container import env_record, left_out
+    from diagnose.runs.protocol import Depth
     from diagnose.runs.runner.stages import RunSettings
     from diagnose.source.scan import scan_source
     from diagnose.session import Session
@@ -196,7 +197,7 @@ def prepare(i: Inputs) -> Prepared:
     problem, board = _problem_from_header(i, head)
     t = load_task(problem, i.task, small=i.small if i.small is not None else not gpu)
     settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
-                           depth="full" if i.full else "predict", sample_repeats=i.sample_repeats,
+                           depth=Depth.FULL if i.full else Depth.PREDICT, sample_repeats=i.sample_repeats,
                            max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
                            # where the kernel's namespaces misbehave, they can be left off (and the report says so)
                            private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0",

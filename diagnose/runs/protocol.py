@@ -7,6 +7,7 @@ worker emits with the fields each must carry (the parent's event parser checks t
 """
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import asdict, dataclass, field, fields
 
@@ -66,6 +67,15 @@ WORKER_ONLY = {"stage_done", "exit_clean", "worker_error", "exception", "lock", 
                "evaluator_exit", "container", "outlive"}
 
 
+class Depth(str, enum.Enum):
+    """How a benchmark stage's timing loops run: sampled and predicted, or every repeat for real (--full)."""
+    PREDICT = "predict"
+    FULL = "full"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 @dataclass(frozen=True)
 class WorkerSpec:
     """What one child process runs: a stage or (stage "compile") the harness's compile step."""
@@ -75,7 +85,7 @@ class WorkerSpec:
     budget_s: float
     root: str                        # the run's container root
     stacks_prefix: str               # where stack dumps go
-    depth: str = "sample"            # sample | full: predict the timing loops, or run every repeat
+    depth: str = "predict"           # Depth: predict the timing loops from a sample, or run every repeat
     sample_repeats: int = 10
     sample_seconds: float = 3.0
     gpu_lock: bool = False           # ask the parent's arbiter before timing on the GPU

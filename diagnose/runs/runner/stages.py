@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.runs import harness
-from diagnose.runs.protocol import WorkerSpec
+from diagnose.runs.protocol import Depth, WorkerSpec
 from diagnose.runs.runner import TOOL_ROOT, Job
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
@@ -42,12 +42,24 @@ REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import
 TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS": "15"}
 
 
+def spec_for(s: "RunSettings", what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
+             tool_paths: list[str], stacks: str) -> WorkerSpec:
+    """What the worker reads for one step of a job (the stage itself, or `what="compile"`, its compile step):
+    the one place the run's settings become the child's."""
+    return WorkerSpec(submission=str(box.work / "submission.py"), stage=what, task=s.task.to_dict(),
+                      budget_s=s.budgets.get(what, REFERENCE_BUDGET_S), root=str(box.root), stacks_prefix=stacks,
+                      depth=s.depth, sample_repeats=s.sample_repeats, sample_seconds=s.sample_seconds,
+                      gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
+                      private_mounts=s.private_mounts, tool_paths=tool_paths, argv=argv, shared=list(s.shared),
+                      memo=list(job.memo))
+
+
 @dataclass
 class RunSettings:
     task: Task
     stages: list[str]
     budgets: dict[str, float]
-    depth: str = "predict"                 # predict | full
+    depth: Depth = Depth.PREDICT           # predict the timing loops from a sample, or run every repeat
     sample_repeats: int = 10
     sample_seconds: float = 3.0
     max_rss_mb: float | None = None
@@ -226,14 +238,9 @@ class StageRunner:
         budget = s.budgets.get(what, REFERENCE_BUDGET_S)
         evaluated = bool(s.task.evaluator) and what in harness.JUDGED
         tag = stage if what == stage else f"{stage}.{what}"
-        submission = str(box.work / "submission.py")
-        stacks = str(box.tool / f"{tag}.stacks.txt")
-        spec = WorkerSpec(submission=submission, stage=what, task=s.task.to_dict(), budget_s=budget,
-                          root=str(box.root), stacks_prefix=stacks, depth=s.depth, sample_repeats=s.sample_repeats,
-                          sample_seconds=s.sample_seconds, gpu_lock=arbiter is not None, flush_bytes=s.flush_bytes,
-                          watch=list(job.watch), sample=s.sample, private_mounts=s.private_mounts,
-                          tool_paths=env["PYTHONPATH"].split(os.pathsep), argv=argv, shared=list(s.shared),
-                          memo=list(job.memo))
+        submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
+        spec = spec_for(s, what, box, job, argv=argv, gpu_lock=arbiter is not None,
+                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=stacks)
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
             env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}
         spec_path = box.tool / f"{tag}.spec.json"
