@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from diagnose.source.edits import apply_edits
+from diagnose.source.edits import apply_edits, kw_edit
+from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from diagnose.findings import rule_in
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
 
@@ -27,7 +28,6 @@ INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a co
                  describe="Helion's autotuner searching for a config at run time", sites=("helion",),
                  needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",))
 DISALLOWED = "AutotuningDisallowedInEnvironment"
-CAP_BYTES = 1_000_000     # KernelBot refuses a submission over 1 MB
 
 
 def searches(run) -> list[dict]:
@@ -63,16 +63,8 @@ def _set_kw(source: str, kernel: str, kw: str, value: str) -> str:
             continue
         if "configs" in d["kw_spans"]:
             edits.append((d["kw_spans"]["configs"], value if value.startswith("[") else f"[{value}]"))
-        elif kw in d["kw_spans"]:
-            edits.append((d["kw_spans"][kw], value))
-        elif d["call_span"]:
-            sp = d["call_span"]
-            inner = source.splitlines()[sp[2] - 1].encode()[: sp[3] - 1].decode().rstrip()
-            sep = "" if inner.endswith("(") else ", "
-            edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], f"{sep}{kw}={value}"))
         else:
-            sp = d["bare_span"]
-            edits.append(([sp[2], sp[3], sp[2], sp[3]], f"({kw}={value})"))
+            edits.append(kw_edit(source, d["kw_spans"], kw, value, bare=d["bare_span"], call=d["call_span"]))
     return apply_edits(source, edits)
 
 
@@ -139,7 +131,7 @@ def _toggles(ctx: PlanContext, found: dict[str, dict[tuple, dict]]) -> tuple[lis
                       partial(pin_decorator, kernel=kernel, found=json.dumps([common]))))
         for label, apply in cands:
             edited = apply(ctx.source)
-            if len(edited.encode()) > CAP_BYTES:
+            if len(edited.encode()) > LIMIT_BYTES:
                 refused.append(f"{label.format(size=_size(ctx.source, edited))}: the file would be "
                                f"{len(edited.encode()):,} bytes, over KernelBot's 1 MB cap")
                 continue

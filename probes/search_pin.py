@@ -12,6 +12,7 @@ from __future__ import annotations
 from functools import partial
 
 from diagnose.source.edits import apply_edits
+from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
 
 INFO = ProbeInfo("search", "a search written by hand that times candidates at each new shape",
@@ -19,7 +20,6 @@ INFO = ProbeInfo("search", "a search written by hand that times candidates at ea
                  "pin what the search kept in a tuning run, per shape, as constants in that dict",
                  describe="a search written by hand, timing candidates at each new shape", sites=("search",),
                  needs_baseline=True, ranks={"pinned": 2})
-CAP_BYTES = 1_000_000     # KernelBot refuses a submission over 1 MB
 
 
 def pin(source: str, name: str, text: str) -> str:
@@ -53,7 +53,7 @@ def plan(ctx: PlanContext) -> Plan:
             continue
         edited = pin(ctx.source, name, m["text"])
         size = len(edited.encode())
-        if size > CAP_BYTES:
+        if size > LIMIT_BYTES:
             refused.append(f"`{name}` pinned would make the file {size:,} bytes, over KernelBot's 1 MB cap")
             continue
         toggles.append(Toggle(INFO.name, f"search results pinned in {name} ({m['entries']} shapes, "

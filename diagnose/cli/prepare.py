@@ -68,7 +68,7 @@ class Prepared:
         return Options(**{"probes": self.probes, "jobs": self.jobs, "gpu": self.gpu, "bisect": self.probes != [],
                           "preflight": not t.builtin,
                           "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-                          "problem": t.directory, "gpus_for": t.gpus, "rules": _rules(t),
+                          "problem": t.directory, "gpus_for": t.gpus, "rules": self.session.harness["rules"],
                           "cases": list(t.tests) + list(t.benchmarks), **overrides})
 
 

@@ -44,18 +44,22 @@ def set_kw(source: str, ordinal: int | None, kw: str, value: str, suspect: str =
         d = s.details
         if ordinal is not None and d["ordinal"] != ordinal or not d.get("span"):
             continue
-        if kw in d["kw_spans"]:
-            edits.append((d["kw_spans"][kw], value))
-        elif d["bare"]:
-            sp = d["span"]
-            edits.append(([sp[2], sp[3], sp[2], sp[3]], f"({kw}={value})"))
-        else:
-            sp = d["call_span"]
-            # text up to the closing parenthesis (AST columns are UTF-8 bytes)
-            inner = source.splitlines()[sp[2] - 1].encode()[: sp[3] - 1].decode().rstrip()
-            sep = "" if inner.endswith("(") else ", "
-            edits.append(([sp[2], sp[3] - 1, sp[2], sp[3] - 1], f"{sep}{kw}={value}"))
+        edits.append(kw_edit(source, d["kw_spans"], kw, value, bare=d["span"] if d["bare"] else None,
+                             call=d.get("call_span")))
     return apply_edits(source, edits)
+
+
+def kw_edit(source: str, kw_spans: dict, kw: str, value: str, bare: list | None, call: list | None):
+    """The edit that sets `kw=value` on a call or a decorator: its value replaced where the keyword is there;
+    `(kw=value)` after a bare name (`bare`: its span); else added before the call's closing parenthesis."""
+    if kw in kw_spans:
+        return kw_spans[kw], value
+    if bare:
+        return [bare[2], bare[3], bare[2], bare[3]], f"({kw}={value})"
+    # text up to the closing parenthesis (AST columns are UTF-8 bytes)
+    inner = source.splitlines()[call[2] - 1].encode()[: call[3] - 1].decode().rstrip()
+    sep = "" if inner.endswith("(") else ", "
+    return [call[2], call[3] - 1, call[2], call[3] - 1], f"{sep}{kw}={value}"
 
 
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@")
