@@ -5,7 +5,8 @@ import time
 from diagnose.runs.harness import stage_budgets
 from diagnose.runs.runner import Job
 from diagnose.runs.runner.arbiter import GpuArbiter
-from diagnose.runs.runner.stages import RunSettings, StageRunner
+from diagnose.runs.runner.stages import StageRunner
+from diagnose.runs.settings import Settings
 from diagnose.session import Run, StageResult, union_seconds
 from diagnose.status import Status
 from diagnose.tasks.loader import load_task
@@ -54,8 +55,8 @@ def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():
     task = load_task(None, "fp8-dual-gemm", small=True)
     budgets = {**stage_budgets(60, {}), "test": 12.0}
     # no compile step: B's stage itself must overlap A's timing sections
-    settings = RunSettings(task=task, stages=["test", "benchmark"], budgets=budgets, sample_repeats=2,
-                           sample_seconds=0.5, compile_step=False)
+    settings = Settings(task=task, stages=("test", "benchmark"), budgets=budgets, sample_repeats=2,
+                        sample_seconds=0.5, compile_step=False)
     timing = threading.Event()
 
     def watch(run, stage, ev):

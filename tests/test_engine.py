@@ -5,11 +5,13 @@ import textwrap
 import threading
 from pathlib import Path
 
-from diagnose.engine import Engine, Options
+from diagnose.engine import Engine
 from diagnose.runs.runner.scripted import ScriptedRunner
+from diagnose.runs.settings import Settings
 from diagnose.session import Role, Session, StageResult
 from diagnose.source.submission import Submission
 from diagnose.status import Status
+from diagnose.tasks.loader import load_task
 from tests.builders import stage
 
 STAGES = ["compile", "test", "benchmark", "leaderboard"]
@@ -50,7 +52,11 @@ def diagnose(source, script, jobs=1, stop=None, gpu=True, **opts):
                       task={"name": "t", "shape_set": "full"},
                       harness={"name": "gpumode", "stages": STAGES, "budgets": BUDGETS})
     runner = ScriptedRunner(script)
-    eng = Engine(sub, session, STAGES, Options(jobs=jobs, gpu=gpu, **opts), runner, stop=stop)
+    if "probes" in opts:
+        opts["probes"] = tuple(opts["probes"])
+    settings = Settings(task=load_task(None, "fp8-dual-gemm", small=True), stages=tuple(STAGES), budgets=BUDGETS,
+                        jobs=jobs, gpu=gpu, **opts)
+    eng = Engine(sub, session, settings, runner, stop=stop)
     eng.diagnose()
     assert eng.errors == []
     return session, runner
@@ -244,13 +250,14 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
     that run's fix-costing stages have ended: it decides when its prior passes the failing stage. The
     engine's own thread is slowed where it submits the combinations, as a loaded machine slows it: the
     order must not depend on it (a CI machine once ran every leaderboard stage first)."""
-    slow = Engine.fails_with
+    from diagnose.engine.planning import Planner
+    slow = Planner.fails_with
 
     def fails_with(self, *a, **kw):
         import time
         time.sleep(0.3)
         return slow(self, *a, **kw)
-    monkeypatch.setattr(Engine, "fails_with", fails_with)
+    monkeypatch.setattr(Planner, "fails_with", fails_with)
     src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
 
     def script(run):

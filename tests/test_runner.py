@@ -7,7 +7,8 @@ import pytest
 from diagnose.analysis import summary
 from diagnose.runs.harness import stage_budgets
 from diagnose.runs.runner import Job
-from diagnose.runs.runner.stages import RunSettings, StageRunner
+from diagnose.runs.runner.stages import StageRunner
+from diagnose.runs.settings import Settings
 from diagnose.session import Run
 from diagnose.status import Status
 from diagnose.tasks.loader import load_task
@@ -16,8 +17,8 @@ from tests.conftest import FIXTURES
 
 def run_fixture(name, stages=("test",), budget=60, source=None, watch=(), **kw) -> Run:
     task = load_task(None, "fp8-dual-gemm", small=True)
-    settings = RunSettings(task=task, stages=list(stages), budgets=stage_budgets(budget, {}), sample_repeats=2,
-                           sample_seconds=0.5, **kw)
+    settings = Settings(task=task, stages=tuple(stages), budgets=stage_budgets(budget, {}), sample_repeats=2,
+                        sample_seconds=0.5, **kw)
     runner = StageRunner(settings)
     run = Run(id="r0", probe=None)
     try:

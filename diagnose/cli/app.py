@@ -21,8 +21,7 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.cli.wiring import (Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity,
-                                  walled_off)
+from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out
 from diagnose.errors import BadInput, Refused
 from diagnose.runs import harness
 
@@ -117,13 +116,15 @@ def run(
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import exit_code
-    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, stages, full, max_rss, keep,
-                          sample_repeats, small, not no_sample, probes, jobs, repeat, gpus, problems_root))
+    prep = prepare(Inputs(submission, problem=problem, task=task, budget=budget, compile_budget=compile_budget,
+                          stages=stages, full=full, max_rss=max_rss, keep=keep, sample_repeats=sample_repeats,
+                          small=small, sample=not no_sample, probes=probes, jobs=jobs, repeat=repeat, gpus=gpus,
+                          problems_root=problems_root))
     if fix is not None and fix.is_dir():
         raise BadInput(f"--fix {fix}: is a directory; give a file name")
     outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
                     "--out")
-    eng, code = diagnose_prepared(prep, outdir, quiet, verbose, runner, repeat=repeat)
+    eng, code = diagnose_prepared(prep, outdir, quiet, verbose, runner)
     session = prep.session
     if fix and session.fix:
         write_atomic(fix, eng.sources[session.fix.run])
@@ -151,27 +152,20 @@ def check(
     """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
     1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
     from diagnose.cli.files import OutDir
-    from diagnose.cli.prepare import Inputs, cannot_judge, prepare
+    from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import check_exit
     from diagnose.output.console import check_table
     from diagnose.source.risks import static_risks
-    prep = prepare(Inputs(submission, problem, task, budget, compile_budget, sample_repeats=5, small=small, jobs=1,
-                          problems_root=problems_root))
+    prep = prepare(Inputs(submission, problem=problem, task=task, budget=budget, compile_budget=compile_budget,
+                          sample_repeats=5, small=small, jobs=1, probes="none", problems_root=problems_root))
     outdir = OutDir(out_dir, "--out") if out_dir else None
-    progress, shown = progress_for(prep, verbosity(quiet, verbose))
-    with Signals() as sig:
-        opts = prep.options(probes=[], jobs=1, bisect=False, confirm=False)
-        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, runner_spec=runner)
-        if not cannot_judge(prep.session, prep.settings):
-            walled_off(eng.runner, prep.session)
-            with shown:
-                eng.diagnose()
+    _, save, code = engine_pass(prep, prep.settings.but(confirm=False), outdir, quiet, verbose, runner)
     save(prep.session)
     lines, safe = check_table(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
-                              prep.gpu, quiet=quiet)
+                              prep.settings.gpu, quiet=quiet)
     for line in lines:
         out.print(line)
-    raise typer.Exit(sig.code or check_exit(prep.session, safe))
+    raise typer.Exit(code or check_exit(prep.session, safe))
 
 
 @app.command(cls=_Command)

@@ -62,11 +62,11 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         _say_edits(edits)
     t0 = time.monotonic()
     with Signals() as sig:
-        opts = prep.options(probes=[], bisect=False, confirm=False)
-        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1, runner_spec=runner)
+        alone = prep.settings.but(probes=(), bisect=False, confirm=False)
+        eng, save = engine_for(prep, alone, sig.stop, outdir, progress, runner_spec=runner)
         try:
             with shown:
-                found = EditSearch(eng, edits).run()
+                found = EditSearch(eng.pool, edits).run()
         except CannotJudge as e:
             err.print(f"cannot judge here: {e}", markup=False)
             return 3

@@ -19,8 +19,7 @@ from diagnose.runs import device, harness
 from diagnose.source.popcorn import headers
 
 if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --help` imports none of them
-    from diagnose.engine import Options
-    from diagnose.runs.runner.stages import RunSettings
+    from diagnose.runs.settings import Settings
     from diagnose.session import Session
     from diagnose.source.submission import Submission
 
@@ -49,27 +48,10 @@ class Inputs:
 
 @dataclass
 class Prepared:
-    """Everything a diagnosis starts from, checked: the submission, the run settings, a new session."""
+    """Everything a diagnosis starts from, checked: the submission, its settings, a new session."""
     sub: Submission
-    gpu: bool
-    settings: RunSettings
+    settings: Settings
     session: Session
-    probes: list[str] | None
-    gpu_ids: list[str]
-    jobs: int
-
-    def options(self, **overrides) -> Options:
-        """The engine's typed options for this diagnosis, with what a command decides for itself overriding
-        them (check and bisect: no probes, no confirmation). A problem folder adds its own: its reference
-        is checked alone first, and a folder that ships its own evaluator has it decide the timing, those
-        stages running with nothing beside them."""
-        from diagnose.engine import Options
-        t = self.settings.task
-        return Options(**{"probes": self.probes, "jobs": self.jobs, "gpu": self.gpu, "bisect": self.probes != [],
-                          "preflight": not t.builtin,
-                          "solo_stages": ("benchmark", "leaderboard") if t.evaluator else (),
-                          "problem": t.directory, "gpus_for": t.gpus, "rules": self.session.harness["rules"],
-                          "cases": list(t.tests) + list(t.benchmarks), **overrides})
 
 
 def positive(flag: str, val: float | None) -> None:
@@ -178,7 +160,7 @@ def _evaluator(t) -> str:
 def prepare(i: Inputs) -> Prepared:
     from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.protocol import Depth
-    from diagnose.runs.runner.stages import RunSettings
+    from diagnose.runs.settings import Settings
     from diagnose.source.scan import scan_source
     from diagnose.session import Session
     from diagnose.source.submission import load_submission
@@ -196,35 +178,40 @@ def prepare(i: Inputs) -> Prepared:
     head = headers(sub.source)
     problem, board = _problem_from_header(i, head)
     t = load_task(problem, i.task, small=i.small if i.small is not None else not gpu)
-    settings = RunSettings(task=t, stages=stages, budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
-                           depth=Depth.FULL if i.full else Depth.PREDICT, sample_repeats=i.sample_repeats,
-                           max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
-                           # where the kernel's namespaces misbehave, they can be left off (and the report says so)
-                           private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0",
-                           # directories of this machine's the runs may use in place: state outside every
-                           # container, which a report names (reads there are this machine's state)
-                           shared=[p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p])
+    rules = _rules(t)
+    jobs = i.jobs or device.default_jobs()
+    if t.world_size > 1:
+        jobs = 1      # the evaluator takes every GPU for its ranks
+    settings = Settings(task=t, stages=tuple(stages),
+                        budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
+                        depth=Depth.FULL if i.full else Depth.PREDICT, sample_repeats=i.sample_repeats,
+                        max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
+                        # where the kernel's namespaces misbehave, they can be left off (and the report says so)
+                        private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0",
+                        # directories of this machine's the runs may use in place: state outside every
+                        # container, which a report names (reads there are this machine's state)
+                        shared=tuple(p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p),
+                        gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
+                        repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules))
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
         task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
               "files": [[n, s if s == "@SUBMISSION@" else shown_path(Path(s))] for n, s in t.files]},
         command=["diagnose"] + sys.argv[1:], tool_version=diagnose.__version__,
         created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        harness={"name": "gpumode", "depth": settings.depth, "stages": settings.stages, "budgets": settings.budgets,
+        harness={"name": "gpumode", "depth": settings.depth, "stages": list(settings.stages),
+                 "budgets": settings.budgets,
                  "compile_step": compile_step, "ranking_by": t.ranking_by,
                  "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
-                 "rules": _rules(t),
+                 "rules": rules,
                  "target": target_record(head, board, t.gpus, device.gpu_names() if gpu else []),
                  "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
-                               "shared": settings.shared,
+                               "shared": list(settings.shared),
                                # what the harness writes into the container before each stage
                                "files": sorted(stage_files(t, sub.source))}},
         scan=scan_source(sub.source, sub.tree).to_list())
-    jobs = i.jobs or device.default_jobs()
-    if t.world_size > 1:
-        jobs = 1      # the evaluator takes every GPU for its ranks
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "")
-    return Prepared(sub=sub, gpu=gpu, settings=settings, session=session, probes=names, gpu_ids=gpu_ids, jobs=jobs)
+    return Prepared(sub=sub, settings=settings, session=session)
 
 
 def cannot_judge(session, settings) -> bool:

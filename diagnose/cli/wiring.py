@@ -58,12 +58,11 @@ def progress_for(prep, verbosity: int):
     return p, Live(p, console=err, refresh_per_second=4, transient=False)
 
 
-def _runner(spec: str | None, prep, progress, concurrent: bool):
+def _runner(spec: str | None, settings, progress):
     """The processes the harness would start, or (hidden, for exact end-to-end tests) a scripted replay."""
     if spec is None:
         from diagnose.runs.runner.stages import StageRunner
-        return StageRunner(prep.settings, gpus=prep.gpu_ids or [None], concurrent=concurrent,
-                           on_event=progress.on_event)
+        return StageRunner(settings, concurrent=settings.jobs > 1, on_event=progress.on_event)
     kind, _, path = spec.partition(":")
     if kind != "scripted" or not path:
         raise BadInput(f"--runner must be scripted:FILE, got {spec!r}")
@@ -74,7 +73,8 @@ def _runner(spec: str | None, prep, progress, concurrent: bool):
         raise BadInput(f"--runner {path}: not a runner script: {type(e).__name__}: {e}") from None
 
 
-def engine_for(prep, opts, stop, outdir, progress, concurrent=False, runner_spec=None):
+def engine_for(prep, settings, stop, outdir, progress, runner_spec=None):
+    """The engine for this command's settings (`prep.settings`, or check's and bisect's own `but(...)`)."""
     from diagnose.engine import Engine
     save_lock = threading.Lock()
 
@@ -84,8 +84,8 @@ def engine_for(prep, opts, stop, outdir, progress, concurrent=False, runner_spec
             environment(s)
             if outdir is not None:
                 outdir.save(s)
-    runner = _runner(runner_spec, prep, progress, concurrent)
-    return Engine(prep.sub, prep.session, prep.settings.stages, opts, runner, on_save=save, stop=stop,
+    runner = _runner(runner_spec, settings, progress)
+    return Engine(prep.sub, prep.session, settings, runner, on_save=save, stop=stop,
                   on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
 
 
@@ -122,22 +122,28 @@ def verbosity(quiet: bool, verbose: bool) -> int:
     return -1 if quiet else (1 if verbose else 0)
 
 
-def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None, repeat: int = 1):
-    """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
-    progress, signals, the engine and its files, our own failures said once, the summary printed.
-    Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
+def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=None):
+    """One pass of the engine over a prepared submission with these settings: progress, signals, the engine and
+    its files (a problem that needs more GPUs than here gets its verdict with no run). Returns the engine, the
+    session's saver and the exit code of a signal that stopped it."""
     from diagnose.cli.prepare import cannot_judge
-    from diagnose.output.console import run_summary
-    session = prep.session
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
-        opts = prep.options(repeat=repeat)
-        eng, save = engine_for(prep, opts, sig.stop, outdir, progress, concurrent=prep.jobs > 1,
-                               runner_spec=runner_spec)
-        if not cannot_judge(session, prep.settings):
-            walled_off(eng.runner, session)
+        eng, save = engine_for(prep, settings, sig.stop, outdir, progress, runner_spec=runner_spec)
+        if not cannot_judge(prep.session, settings):
+            walled_off(eng.runner, prep.session)
             with shown:
                 eng.diagnose()
+    return eng, save, sig.code
+
+
+def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None):
+    """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
+    the engine's pass, our own failures said once, the summary printed.
+    Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
+    from diagnose.output.console import run_summary
+    session = prep.session
+    eng, save, code = engine_pass(prep, prep.settings, outdir, quiet, verbose, runner_spec)
     if eng.errors:
         session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
                              f"{eng.errors[0].strip().splitlines()[-1]}")
@@ -146,4 +152,4 @@ def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None
     save(session)
     for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet):
         out.print(line)
-    return eng, sig.code
+    return eng, code

@@ -1,6 +1,6 @@
 """Which of my edits made it fail? The edit bisection between a GOOD and a BAD version of a submission.
 
-Takes an Engine whose submission is GOOD (its runs are the same faithful runs as `run`: fresh
+Takes the RunPool of an engine whose submission is GOOD (its runs are the same faithful runs as `run`: fresh
 containers, the harness's stages and budgets), BAD's source and the edits between them (ast_diff.py).
 Gives the session's `edit_bisect` record: every tested combination (edits applied, decision, outcome,
 stage times), and the 1-minimal set of edits that, applied to GOOD, fails as BAD fails (ddmin).
@@ -17,7 +17,7 @@ from diagnose.analysis import evidence
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.comparison import broken_by_edit
 from diagnose.findings import Verdict
-from diagnose.engine.scheduler import Scheduler
+from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotJudge
 from diagnose.session import Role, Run
 from diagnose.source import ast_diff
@@ -42,10 +42,10 @@ def _said(sig: tuple | None) -> str:
 
 
 class EditSearch:
-    def __init__(self, eng, edits: list[ast_diff.Edit]):
-        self.eng, self.edits = eng, edits     # every edit applied to GOOD is BAD, byte for byte
+    def __init__(self, pool: RunPool, edits: list[ast_diff.Edit]):
+        self.pool, self.edits = pool, edits     # every edit applied to GOOD is BAD, byte for byte
         self.by_id = {e.id: e for e in edits}
-        self.needs = ast_diff.requirements(eng.sub.source, edits)
+        self.needs = ast_diff.requirements(pool.source, edits)
         self.rows: dict[frozenset, dict] = {}
         self.want: Status | None = None
         self.want_sig: tuple | None = None      # BAD's failure: status, stage, exception type
@@ -59,7 +59,7 @@ class EditSearch:
         key = frozenset(keep)
         if key in self.rows:
             return
-        source = ast_diff.apply(self.eng.sub.source, [self.by_id[i] for i in keep])
+        source = ast_diff.apply(self.pool.source, [self.by_id[i] for i in keep])
         row = {"applied": keep, "label": self._label(keep), "run": None,
                "decision": None, "outcome": None, "note": ""}
         self.rows[key] = row
@@ -67,7 +67,7 @@ class EditSearch:
             row.update(decision=UNTESTABLE, note="does not parse")
             return
         role = Role.BASELINE if not key else Role.SINGLE
-        row["run"] = self.eng.launch(role, None if not key else "bisect", None if not key else row["label"],
+        row["run"] = self.pool.launch(role, None if not key else "bisect", None if not key else row["label"],
                                      source).id
 
     def decide(self, keep) -> str | None:
@@ -77,8 +77,8 @@ class EditSearch:
         row = self.rows[frozenset(keep)]
         if row["decision"] is not None:
             return row["decision"]
-        run = self.eng.session.run(row["run"])
-        if not self.eng._wait(self.eng._states[run.id].done):
+        run = self.pool.session.run(row["run"])
+        if not self.pool.wait(run):
             return None
         run = self._alone(run, keep)
         if run is None:
@@ -102,8 +102,8 @@ class EditSearch:
         """A time-based outcome that other runs may have skewed decides only from a solo rerun."""
         if not any(evidence.doubt(st) for st in run.stages):
             return run
-        c = self.eng.launch(Role.CONFIRM, "bisect", self._label(keep), self.eng.sources[run.id], confirms=run.id)
-        if not self.eng._wait(self.eng._states[c.id].done):
+        c = self.pool.launch(Role.CONFIRM, "bisect", self._label(keep), self.pool.sources[run.id], confirms=run.id)
+        if not self.pool.wait(c):
             return None
         self.rows[frozenset(keep)]["note"] = f"decided by its solo rerun {c.id}"
         self.rows[frozenset(keep)]["run"] = c.id
@@ -111,27 +111,30 @@ class EditSearch:
 
     # -- the search -----------------------------------------------------------------------------------
     def run(self) -> dict:
-        eng = self.eng
-        eng.sched = Scheduler(eng.opts.jobs, eng.stop)
-        eng._all_launched.set()
+        """GOOD and BAD, then ddmin over the edits with the same test the engine's bisector uses:
+        `fails(keep)`, here "the edits in keep, applied to GOOD, fail as BAD fails"."""
+        pool = self.pool
+        pool.open()
+        pool.release_held()
         try:
             every = [e.id for e in self.edits]
             self.launch([])
             self.launch(every)
             good, bad = self.decide([]), self.decide(every)
             self._check_ends(good, bad)
-            bad_run = eng.session.run(self.rows[frozenset(every)]["run"])
+            bad_run = pool.session.run(self.rows[frozenset(every)]["run"])
             self.want, self.want_sig = bad_run.outcome, _signature(bad_run)
-            minimal = ddmin(every, lambda keep: self.decide(keep) == FAIL,
-                            prefetch=lambda subsets: [self.launch(k) for k in subsets])
+            minimal = ddmin(every, self.fails, prefetch=lambda subsets: [self.launch(k) for k in subsets])
             minimal = ast_diff.closure(minimal, self.needs)
-            confirmed = self.decide(minimal) == FAIL
-            return self._record(minimal if confirmed else [], every)
+            return self._record(minimal if self.fails(minimal) else [], every)
         finally:
-            eng.sched.close()
+            pool.close_workers()
+
+    def fails(self, keep) -> bool:
+        return self.decide(keep) == FAIL
 
     def _check_ends(self, good: str | None, bad: str | None) -> None:
-        s = self.eng.session
+        s = self.pool.session
         if good is None or bad is None:
             raise KeyboardInterrupt
         g = s.run(self.rows[frozenset()]["run"])
@@ -149,7 +152,7 @@ class EditSearch:
                            f"fails under the same stages and budget")
 
     def _record(self, minimal: list[str], every: list[str]) -> dict:
-        s = self.eng.session
+        s = self.pool.session
         rows = list(self.rows.values())
         ran = [r for r in rows if r["run"] is not None and r["applied"] and len(r["applied"]) < len(every)]
         mrow = self.rows.get(frozenset(minimal)) if minimal else None
@@ -170,5 +173,5 @@ class EditSearch:
             s.verdict = Verdict(Status.INCOMPLETE, message="no minimal set of edits could be verified",
                                 runs=[out["good_run"], out["bad_run"]],
                                 note="combinations that did not parse or broke on an edit alone decide nothing")
-        s.complete = not self.eng.stop.is_set()
+        s.complete = not self.pool.stop.is_set()
         return out

@@ -6,22 +6,30 @@ from __future__ import annotations
 import hashlib
 
 from diagnose.analysis import comparison
+from diagnose.engine.runs import RunPool
 from diagnose.session import Role, Run
+from diagnose.source.scan import ScanResult
+from diagnose.source.submission import Submission
 from diagnose.status import Compared
 from probes import BY_NAME, REGISTRY
 from probes.base import RUN, TUNE, PlanContext, Toggle
 
 
-class Planning:
-    """The probes' plans and the bisector's combination test, for the Engine."""
+class Planner:
+    """The probes' plans, launched through the pool, and the bisector's combination test (`fails(keep)`)."""
+
+    def __init__(self, pool: RunPool, sub: Submission, scan: ScanResult):
+        self.pool, self.sub, self.scan = pool, sub, scan
+        self.session, self.settings = pool.session, pool.settings
+        self._launched: set[tuple] = set()
 
     def plan(self, baseline: Run | None, tuning: Run | None = None, only: list[str] | None = None) -> dict:
         """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
         the source plan (they start with the baseline); after it, every probe plans again from what the
         baseline did, and anything new it finds is launched then."""
-        ctx = PlanContext(self.sub.source, self.scan, self.opts.gpu, baseline, tuning, list(self.opts.rules),
-                          list(self.opts.cases))
-        chosen = self.opts.probes if self.opts.probes is not None else [m.INFO.name for m in REGISTRY]
+        ctx = PlanContext(self.sub.source, self.scan, self.settings.gpu, baseline, tuning,
+                          list(self.settings.rules), self.settings.cases)
+        chosen = self.settings.probes if self.settings.probes is not None else [m.INFO.name for m in REGISTRY]
         return {m.INFO.name: m.plan(ctx) for m in REGISTRY
                 if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)
                 and (only is None or m.INFO.name in only)}
@@ -31,39 +39,44 @@ class Planning:
         once, the searches run to their end outside any budget, recorded and never timed against one. Those
         probes then plan again with it; their new plans are returned."""
         asking = [n for n, p in plans.items() if p.state == TUNE]
-        if not asking or self.stop.is_set():
+        if not asking or self.pool.stop.is_set():
             return {}
         memo = tuple(sorted({m for n in asking for m in plans[n].memo}))
-        run = self.launch(Role.TUNING, None, "tuning run (not timed)", self.sub.source, stages=["tune"], memo=memo)
+        run = self.pool.launch(Role.TUNING, None, "tuning run (not timed)", self.sub.source, stages=["tune"], memo=memo)
         run.note = "searches run to their end once, outside any budget, for their result: not a timed run"
-        if not self._wait(self._states[run.id].done):
+        if not self.pool.wait(run):
             return {}
         return self.plan(baseline, tuning=run, only=asking)
 
-    def _launch_plan(self, plans: dict) -> None:
+    def launch_plan(self, plans: dict) -> None:
         for p in plans.values():
             if p.state != RUN:
                 continue
             for t in p.toggles:
                 source = t.apply(self.sub.source) if t.apply else self.sub.source
-                for rep in range(self.opts.repeat if t.apply else 1):
+                for rep in range(self.settings.repeat if t.apply else 1):
                     key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
                     if key in self._launched:      # planned again from the baseline's evidence: once is enough
                         continue
                     self._launched.add(key)
-                    self.launch(Role.SINGLE if rep == 0 else Role.REPEAT, t.probe, t.label, source, t.switches, rep)
+                    role = Role.SINGLE if rep == 0 else Role.REPEAT
+                    self.pool.launch(role, t.probe, t.label, source, t.switches, rep)
 
-    def _record_plans(self, plans: dict) -> None:
+    def record_plans(self, plans: dict) -> None:
         self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
                                 "toggles": [t.label for t in p.toggles]}
                                for n, p in sorted(plans.items(), key=lambda kv: [m.INFO.name for m in REGISTRY]
                                                   .index(kv[0]))]
-        self.save()
+        self.pool.save()
 
     @staticmethod
-    def _removers(plans: dict) -> dict[str, Toggle]:
+    def removers(plans: dict) -> dict[str, Toggle]:
         return {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
                 if p.state == RUN and BY_NAME[n].INFO.bisect and any(t.removes for t in p.toggles)}
+
+    def fails_for(self, removers: dict[str, Toggle]):
+        """The search's test, `fails(keep, wait=True)`, over these suspects' removing toggles."""
+        return lambda keep, wait=True: self.fails_with(keep, removers, wait=wait)
 
     def fails_with(self, keep: list[str], removers: dict[str, Toggle], wait: bool = True) -> bool | None:
         """With only the suspects in `keep` left in, does the baseline's failure come back? Runs only the
@@ -72,22 +85,22 @@ class Planning:
             source = self._combined(keep, removers)
         except Exception:  # noqa: BLE001 - a toggle that cannot apply to this combination: it tells nothing
             import traceback
-            self.errors.append(traceback.format_exc())
+            self.pool.errors.append(traceback.format_exc())
             return None
         base = self.session.baseline
-        failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
-        stages = self.stages[: self.stages.index(failed.name) + 1] if failed else None
+        failed = base.failed_stage if base is not None and self.pool.done(base) else None
+        stages = self.settings.through(failed.name) if failed else None
         keep = self._kept(keep, removers)
         removed = [n for n in removers if n not in keep]
         label = "keep " + " + ".join(keep) if keep else "all suspects removed"
         if source == self.sub.source:
             run = base
         else:
-            run = self.launch(Role.COMBINATION, "+".join(sorted(removed)) or None, label, source, stages=stages,
+            run = self.pool.launch(Role.COMBINATION, "+".join(sorted(removed)) or None, label, source, stages=stages,
                               removed=tuple(sorted(removed)), reuse=True)
         if not wait:
             return None
-        if not self._wait(self._states[run.id].done):
+        if not self.pool.wait(run):
             return None
         verdict = comparison.compare(self.session, base, run) if run is not base else Compared.SAME
         # a failure of the same kind that only came later still fails: the suspects kept are not shown to be

@@ -4,11 +4,14 @@ priority, executing them on the runner, and waiting on what has decided.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import threading
 from dataclasses import dataclass, field
 
-from diagnose.runs.runner import Job
-from diagnose.session import Role, Run
+from diagnose.engine.scheduler import Scheduler
+from diagnose.runs.runner import Job, Runner
+from diagnose.runs.settings import Settings
+from diagnose.session import Role, Run, Session
 from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
 from probes.base import WARM
@@ -17,7 +20,61 @@ BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs f
 
 
 class RunPool:
-    """Runs and their scheduling, for the Engine: launch, advance a stage at a time, wait."""
+    """Runs and their scheduling: launch (or answer from an identical run), wait, decided. The engine's
+    planning, conclusions and preflight, and bisect's edit search, all work through this API; its state is
+    its own. `on_save(session)` is called whenever the session changed; nothing is saved while `quiet`."""
+
+    def __init__(self, session: Session, source: str, settings: Settings, runner: Runner,
+                 stop: threading.Event | None = None, on_save=None, on_run_done=None, on_stage=None):
+        self.session, self.source, self.settings, self.runner = session, source, settings, runner
+        self.stop = stop or threading.Event()
+        self.on_save = on_save or (lambda s: None)
+        self.on_run_done = on_run_done or (lambda r: None)
+        self.on_stage = on_stage or (lambda r: None)
+        self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
+        self.errors: list[str] = []         # the tool's own failures: reported, never taken as evidence
+        self.lock = threading.RLock()
+        self.quiet = False                  # nothing is saved while the problem folder is still being checked
+        self.moot = threading.Event()       # the baseline showed this machine cannot judge: no run can tell
+        self._ids = itertools.count()
+        self._states: dict[str, _State] = {}
+        self._by_key: dict[str, Run] = {}
+        self._held: list = []                      # LATER stages queued before every toggle was launched
+        self._all_launched = threading.Event()
+        self._changed = threading.Condition(self.lock)
+        self.sched: Scheduler | None = None
+
+    # -- the pool's life -------------------------------------------------------------------------------
+    def open(self, reserve: int = 0) -> None:
+        """Start the workers; `reserve` of them are kept from fix costing until `set_reserve(0)`."""
+        self.sched = Scheduler(self.settings.jobs, self.stop)
+        self.sched.set_reserve(reserve)
+
+    def set_reserve(self, n: int) -> None:
+        self.sched.set_reserve(n)
+
+    def close_workers(self) -> None:
+        """Stop the workers once what they run has ended (the runner stays: bisect's caller ends it)."""
+        if self.sched is not None:
+            self.sched.close()
+
+    def close(self) -> None:
+        """Stop the workers, end the runner, and save; the runner's kept directories are noted."""
+        self.close_workers()
+        kept = self.runner.close()
+        if kept:
+            self.session.notes.append(f"run directories kept in {kept}")
+        self.save()
+
+    def save(self) -> None:
+        with self.lock:
+            if not self.quiet:
+                self.on_save(self.session)
+
+    def fail(self) -> None:
+        """A bug of ours: record it (reported, never evidence)."""
+        import traceback
+        self.errors.append(traceback.format_exc())
 
     def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
                rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
@@ -33,10 +90,10 @@ class RunPool:
             if prior is not None and reuse:
                 return prior
             run = Run(id=f"r{next(self._ids)}", probe=probe, toggle=label, role=role, source_sha=sha[:12],
-                      variant=None if source == self.sub.source else unified_diff(self.sub.source, source),
+                      variant=None if source == self.source else unified_diff(self.source, source),
                       switches={s: True for s in switches} | ({"repeat": rep} if rep else {}),
                       confirms=confirms, removed=list(removed),
-                      watched=[] if source == self.sub.source else edited_lines(self.sub.source, source))
+                      watched=[] if source == self.source else edited_lines(self.source, source))
             self.session.runs.append(run)
             self.sources[run.id] = source
             if prior is not None:
@@ -47,18 +104,18 @@ class RunPool:
             if not fresh:
                 self._by_key[key] = run
             warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = _State(run, source, list(stages or self.stages), warm_from=warm_from, memo=list(memo))
+            st = _State(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo))
             self._states[run.id] = st
         self._advance(st)
         return run
 
     def _mirror(self, run: Run, prior: Run) -> None:
-        self._wait(self._states[prior.id].done)
+        self.wait(prior)
         with self.lock:
             run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
             self._states[run.id].done.set()
             self._changed.notify_all()
-        if not self._quiet:
+        if not self.quiet:
             self.on_run_done(run)
         self.save()
 
@@ -71,44 +128,44 @@ class RunPool:
         base = self.session.baseline
         failed = base.failed_stage if base is not None else None
         if failed is not None:     # past the baseline's failure a stage only verifies and costs a fix
-            return SINGLE if self.stages.index(stage) <= self.stages.index(failed.name) else LATER
+            return SINGLE if self.settings.index(stage) <= self.settings.index(failed.name) else LATER
         if base is not None and not self._all_launched.is_set():
             # Before every toggle is launched (until just after the baseline ends): a stage the baseline has not
             # reached would only cost a fix if the baseline fails before it, and taking a worker then delays
             # the verdict and the causes (on Round 9 five fix-costing benchmark stages held workers the late
             # toggles needed). Held, it is promoted as the baseline reaches that stage.
             reached = sum(1 for x in base.stages if x.status != Status.SKIPPED)
-            return SINGLE if self.stages.index(stage) <= reached else LATER
+            return SINGLE if self.settings.index(stage) <= reached else LATER
         return SINGLE
 
     def _advance(self, st: _State) -> None:
         """Queue the run's next stage, or mark it done."""
         run = st.run
         ended = any(s.status in ENDS_RUN for s in run.stages)
-        if self._moot.is_set() and not ended and st.next < len(st.stages) and run.role != Role.BASELINE:
+        if self.moot.is_set() and not ended and st.next < len(st.stages) and run.role != Role.BASELINE:
             run.outcome = run.outcome if run.stages else Status.SKIPPED
             run.note = run.note or MOOT
             st.next = len(st.stages)
         if ended or st.next >= len(st.stages) or self.stop.is_set():
             if run.role == Role.BASELINE and run.outcome == Status.NEEDS_GPU:
-                self._moot.set()     # before this thread takes its next job: no variant starts after this
+                self.moot.set()     # before this thread takes its next job: no variant starts after this
             if not run.stages and self.stop.is_set():
                 run.outcome, run.note = Status.INTERRUPTED, "not run: the diagnosis was interrupted"
             with self.lock:
                 st.done.set()
                 self._changed.notify_all()
-            if not self._quiet:
+            if not self.quiet:
                 self.on_run_done(run)
             return
         stage = st.stages[st.next]
         base = self.session.baseline
         if run.role == Role.COMBINATION and base is not None and self._states[base.id].done.is_set():
             failed = base.failed_stage    # a combination only needs the stages that tell
-            if failed is None or self.stages.index(stage) > self.stages.index(failed.name):
+            if failed is None or self.settings.index(stage) > self.settings.index(failed.name):
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
-        solo = run.role == Role.CONFIRM or stage in self.opts.solo_stages
+        solo = run.role == Role.CONFIRM or stage in self.settings.solo_stages
         job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo,
                   memo=st.memo)
         prio = self._priority(st, stage)
@@ -122,7 +179,7 @@ class RunPool:
         fut = self.sched.submit(lambda: self._execute(st, job), prio, solo=job.solo)
         fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
 
-    def _release_held(self) -> None:
+    def release_held(self) -> None:
         with self.lock:
             self._all_launched.set()
             held, self._held = self._held, []
@@ -150,7 +207,7 @@ class RunPool:
             self._changed.notify_all()
 
     def _execute(self, st: _State, job: Job) -> None:
-        if self._moot.is_set() and st.run.role != Role.BASELINE:
+        if self.moot.is_set() and st.run.role != Role.BASELINE:
             return self._advance(st)          # queued before the baseline said so: not run
         if job.solo:
             st.run.solo = True
@@ -171,16 +228,19 @@ class RunPool:
         if run.role == Role.BASELINE:
             self._promote_held()
         self.save()
-        if not self._quiet:
+        if not self.quiet:
             self.on_stage(run)
 
-    def _wait(self, event: threading.Event) -> bool:
-        while not event.wait(0.2):
+    # -- waiting on what has decided -------------------------------------------------------------------
+    def wait(self, run: Run) -> bool:
+        """Until the run has ended; False when the diagnosis was stopped first."""
+        while not self._states[run.id].done.wait(0.2):
             if self.stop.is_set():
                 return False
         return True
 
-    def _wait_for(self, predicate) -> bool:
+    def wait_for(self, predicate) -> bool:
+        """Until `predicate()` holds (checked whenever a run changes); False when stopped first."""
         with self._changed:
             while not predicate():
                 if self.stop.is_set():
@@ -188,13 +248,26 @@ class RunPool:
                 self._changed.wait(0.2)
         return True
 
-    def _decided(self, run: Run) -> bool:
+    def wait_all(self) -> bool:
+        return self.wait_for(self.all_done)
+
+    def done(self, run: Run) -> bool:
+        return self._states[run.id].done.is_set()
+
+    def all_done(self) -> bool:
+        return all(st.done.is_set() for st in self._states.values())
+
+    def planned(self, run: Run) -> list[str]:
+        """The stages the run was launched with."""
+        return list(self._states[run.id].stages)
+
+    def decided(self, run: Run) -> bool:
         """A single toggle has decided once it ended, or once it got past the baseline's failing stage."""
         st = self._states[run.id]
         if st.done.is_set():
             return True
         if st.prior is not None:    # measured once, as the prior: its stages arrive only when it has ended
-            return self._decided(self.session.run(st.prior))
+            return self.decided(self.session.run(st.prior))
         base = self.session.baseline
         failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
         return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)

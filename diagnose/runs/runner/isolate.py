@@ -55,182 +55,227 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     a descriptor for a problem evaluator's own report, read back into ChildResult.report; `linger` leaves
     what the process started alive at its end (ChildResult.lingering), as a harness container does."""
     ensure_keeper()
-    marker = uuid.uuid4().hex
-    owner = owner or marker
-    ev_r, ev_w = os.pipe()
-    rep_r, rep_w = os.pipe()
-    dump_r, dump_w = os.pipe()       # "dump your stacks now", read by the child's watchdog thread
-    os.set_blocking(dump_w, False)
-    pop_r, pop_w = os.pipe() if report else (None, None)
-    stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    # Read the stacks back through our own descriptor of the same file: the submission can unlink or
-    # replace the path (with a FIFO, say), never the file we hold.
-    stacks_rd = os.open(stacks_path, os.O_RDONLY)
-    os.set_blocking(ev_r, False)
-    child_fds = [ev_w, rep_r, stacks_fd] + ([pop_w] if report else [])
-    env = {**env, MARKER: marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(dump_r)}
-    child_fds.append(dump_r)
-    res = ChildResult(start_t=time.time())
+    child = _Child(stacks_path, limits, arbiter, owner, stop, on_event, report)
+    child.spawn(argv, cwd, env)
     try:
-        proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
+        child.watch_until_end(others)
+        rc = child.end(linger)
     finally:
-        for fd in child_fds:
-            os.close(fd)
-    popcorn = Tail(os.fdopen(pop_r, "rb"), cap=REPORT_CAP) if report else None
-    res.pid = proc.pid
-    out, err = Tail(proc.stdout), Tail(proc.stderr)
-    parser = EventParser(worker_pid=proc.pid)
-    tree = ProcessTree(psutil.Process(proc.pid), marker)
-    overlapped: set[str] = set()
-    if arbiter:
-        arbiter.register(owner, lambda on: tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
-    loads: list[float] = []
-    cpus = os.cpu_count() or 1
-    host0 = host_cpu_s()
+        child.close_lock()
+    return child.collect(rc)
 
-    def grant(lock_id: int):
+
+class _Child:
+    """One child process and its descriptors, from spawn to the record: what run_child holds between steps."""
+
+    def __init__(self, stacks_path: str, limits: Limits, arbiter: GpuArbiter | None, owner: str,
+                 stop: threading.Event | None, on_event, report: bool):
+        self.stacks_path, self.limits, self.arbiter, self.stop, self.on_event = \
+            stacks_path, limits, arbiter, stop, on_event
+        self.marker = uuid.uuid4().hex
+        self.owner = owner or self.marker
+        self.res = ChildResult(start_t=time.time())
+        self.loads: list[float] = []
+        self.overlapped: set[str] = set()
+        self.cpus = os.cpu_count() or 1
+        self.host0 = host_cpu_s()
+        self.ev_r, self.ev_w = os.pipe()
+        self.rep_r, self.rep_w = os.pipe()
+        self.dump_r, self.dump_w = os.pipe()       # "dump your stacks now", read by the child's watchdog thread
+        os.set_blocking(self.dump_w, False)
+        self.pop_r, self.pop_w = os.pipe() if report else (None, None)
+        self.stacks_fd = os.open(stacks_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        # Read the stacks back through our own descriptor of the same file: the submission can unlink or
+        # replace the path (with a FIFO, say), never the file we hold.
+        self.stacks_rd = os.open(stacks_path, os.O_RDONLY)
+        os.set_blocking(self.ev_r, False)
+
+    def spawn(self, argv: list[str], cwd: str, env: dict) -> None:
+        child_fds = [self.ev_w, self.rep_r, self.stacks_fd] + ([self.pop_w] if self.pop_w is not None else [])
+        env = {**env, MARKER: self.marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(self.dump_r)}
+        child_fds.append(self.dump_r)
         try:
-            os.write(rep_w, f"{lock_id}\n".encode())
+            self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
+        finally:
+            for fd in child_fds:
+                os.close(fd)
+        proc = self.proc
+        self.popcorn = Tail(os.fdopen(self.pop_r, "rb"), cap=REPORT_CAP) if self.pop_r is not None else None
+        self.res.pid = proc.pid
+        self.out, self.err = Tail(proc.stdout), Tail(proc.stderr)
+        self.parser = EventParser(worker_pid=proc.pid)
+        self.tree = ProcessTree(psutil.Process(proc.pid), self.marker)
+        if self.arbiter:
+            self.arbiter.register(self.owner,
+                                  lambda on: self.tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
+
+    # -- while it runs ---------------------------------------------------------------------------------
+    def _grant(self, lock_id: int) -> None:
+        try:
+            os.write(self.rep_w, f"{lock_id}\n".encode())
         except OSError:
             pass
 
-    def handle(ev: dict) -> None:
+    def _handle(self, ev: dict) -> None:
         if ev["k"] == "outlive":
-            tree.adopt(ev["procs"])
-            return
-        if ev["k"] == "lock":
-            if arbiter is None:
-                parser.anomaly("a timing-section request, though this run was offered no arbitration")
-                return
-            if ev["op"] == "acquire":
-                arbiter.acquire(owner, lambda i=ev["id"]: grant(i))
+            self.tree.adopt(ev["procs"])
+        elif ev["k"] == "lock":
+            if self.arbiter is None:
+                self.parser.anomaly("a timing-section request, though this run was offered no arbitration")
+            elif ev["op"] == "acquire":
+                self.arbiter.acquire(self.owner, lambda i=ev["id"]: self._grant(i))
             else:
-                arbiter.release(owner)
-            return
-        if on_event:
-            on_event(ev)
+                self.arbiter.release(self.owner)
+        elif self.on_event:
+            self.on_event(ev)
 
-    def drain(block_s: float) -> None:
+    def drain(self, block_s: float) -> None:
         try:
-            ready, _, _ = select.select([ev_r], [], [], block_s)
+            ready, _, _ = select.select([self.ev_r], [], [], block_s)
         except (OSError, ValueError):
             return
-        if not ready:
-            return
-        while True:
+        while ready:
             try:
-                chunk = os.read(ev_r, 1 << 16)
-            except BlockingIOError:
-                return
-            except OSError:
+                chunk = os.read(self.ev_r, 1 << 16)
+            except OSError:        # BlockingIOError included: nothing more for now
                 return
             if not chunk:
                 return
-            for ev in parser.feed(chunk):
-                handle(ev)
+            for ev in self.parser.feed(chunk):
+                self._handle(ev)
 
-    def watch(now: float) -> str | None:
+    def _look(self, now: float) -> str | None:
         """One look at the process tree (its processes, their memory) and at the limits: why to stop, if any."""
+        res, tree = self.res, self.tree
         tree.scan()
         res.max_procs = max(res.max_procs, len(tree.procs))
         res.peak_rss_mb = max(res.peak_rss_mb, tree.measure())
-        return deadline_reason(res, now, arbiter.held_up(owner, now) if arbiter else 0.0, limits, stop)
+        held = self.arbiter.held_up(self.owner, now) if self.arbiter else 0.0
+        return deadline_reason(res, now, held, self.limits, self.stop)
 
-    try:
+    def watch_until_end(self, others) -> None:
+        """Poll until the process exits or a limit says stop (then its stacks are asked for)."""
         last_poll = 0.0
-        while proc.poll() is None:
-            drain(POLL_S / 2)
+        while self.proc.poll() is None:
+            self.drain(POLL_S / 2)
             now = time.time()
             if now - last_poll < POLL_S:
                 continue
             last_poll = now
-            loads.append(os.getloadavg()[0] / cpus)
+            self.loads.append(os.getloadavg()[0] / self.cpus)
             if others is not None:
-                overlapped |= set(others())
-            reason = watch(now)
+                self.overlapped |= set(others())
+            reason = self._look(now)
             if reason:
-                res.killed, res.kill_t = reason, now
-                dump_tid = next((e.get("dump_tid") for e in parser.events if e["k"] == "worker_start"
-                                 and e["pid"] == proc.pid), None)
-                spawned = 0
-                for e in parser.events:    # processes the evaluator spawned dump into files of their own
-                    if e["k"] == "worker_start" and e.get("child") and e["pid"] != proc.pid:
-                        try:
-                            os.kill(e["pid"], signal.SIGUSR1)
-                            spawned += 1
-                        except OSError:
-                            pass
-                res.kernel_waits = ask_for_stacks(proc, stacks_rd, dump_w,
-                                                   dump_tid if isinstance(dump_tid, int) else None)
-                if spawned:
-                    time.sleep(0.5)     # their files, too, need a moment
-                break
-        if not res.killed:
-            # The harness's subprocess.run waits for the process to exit AND for its stdout and stderr to
-            # close: a child that inherited them (a forgotten monitor) keeps the step open to its deadline.
-            exited = time.time()
-            while (out.is_alive() or err.is_alive()) and not res.killed:
-                drain(POLL_S / 2)
-                now = time.time()
-                reason = watch(now)
-                if reason:
-                    res.killed, res.kill_t = reason, now
-                    res.exited_s = round(exited - res.start_t, 4)
-                    res.held_by = [describe_process(p) for p in tree.alive() if p.pid != proc.pid][:5]
-        tree.measure()
-        if arbiter:      # before the kill: a section this child held ends, and its pauses close, now
-            arbiter.forget(owner)
-        if linger and res.killed not in ("max_rss", "interrupted"):
+                self.res.killed, self.res.kill_t = reason, now
+                self._dump_stacks()
+                return
+        # The harness's subprocess.run waits for the process to exit AND for its stdout and stderr to
+        # close: a child that inherited them (a forgotten monitor) keeps the step open to its deadline.
+        exited = time.time()
+        while (self.out.is_alive() or self.err.is_alive()) and not self.res.killed:
+            self.drain(POLL_S / 2)
+            now = time.time()
+            reason = self._look(now)
+            if reason:
+                self.res.killed, self.res.kill_t = reason, now
+                self.res.exited_s = round(exited - self.res.start_t, 4)
+                self.res.held_by = [describe_process(p) for p in self.tree.alive() if p.pid != self.proc.pid][:5]
+
+    def _dump_stacks(self) -> None:
+        """Every thread's stack from the worker, and from the processes the evaluator spawned (files of their own)."""
+        pid = self.proc.pid
+        dump_tid = next((e.get("dump_tid") for e in self.parser.events if e["k"] == "worker_start"
+                         and e["pid"] == pid), None)
+        spawned = 0
+        for e in self.parser.events:
+            if e["k"] == "worker_start" and e.get("child") and e["pid"] != pid:
+                try:
+                    os.kill(e["pid"], signal.SIGUSR1)
+                    spawned += 1
+                except OSError:
+                    pass
+        self.res.kernel_waits = ask_for_stacks(self.proc, self.stacks_rd, self.dump_w,
+                                               dump_tid if isinstance(dump_tid, int) else None)
+        if spawned:
+            time.sleep(0.5)     # their files, too, need a moment
+
+    # -- its end ---------------------------------------------------------------------------------------
+    def end(self, linger: bool) -> int:
+        """The process ended, or killed; what it started killed too, unless it lingers. Returns its exit status."""
+        self.tree.measure()
+        if self.arbiter:      # before the kill: a section this child held ends, and its pauses close, now
+            self.arbiter.forget(self.owner)
+        if linger and self.res.killed not in ("max_rss", "interrupted"):
             # As in the harness's container: the step's own process ends (the harness kills only it), what it
             # started lives on until the run's container ends (StageRunner kills it then)
             try:
-                proc.kill()
+                self.proc.kill()
             except OSError:
                 pass
-            res.lingering = tree
+            self.res.lingering = self.tree
         else:
-            res.survivors = tree.kill_all(proc.pid)
-        rc = proc.wait()
-    finally:
-        if arbiter:
-            arbiter.forget(owner)
-        os.close(rep_w)
-    res.wall_s = (res.kill_t or time.time()) - res.start_t
-    drain(0)
-    os.close(ev_r)
-    out.join(2.0)
-    err.join(2.0)
-    if popcorn:
-        popcorn.join(2.0)
-        res.report = popcorn.text()
-    res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
-    res.cpu_s = sum(u + s for u, s in tree.cpu.values())
-    res.user_s = sum(u for u, _ in tree.cpu.values())
-    res.run_delay_s = round(sum(tree.delay.values()), 3)
-    res.load_per_cpu = round(sum(loads) / len(loads), 3) if loads else round(os.getloadavg()[0] / cpus, 3)
-    host1 = host_cpu_s()
-    if host0 is not None and host1 is not None:
-        # what the rest of the host (other runs, other programs) kept the CPUs busy with meanwhile: a
-        # measure that CPU hogs cannot escape, unlike the load average, which lags by a minute
-        res.others_cpu_s = round(max(0.0, host1 - host0 - res.cpu_s), 3)
-    res.overlapped = sorted(overlapped)
-    res.stdout_tail, res.stderr_tail = out.text(), err.text()
-    res.stdout_bytes, res.stderr_bytes = out.total, err.total
-    res.events, res.anomalies = parser.events, parser.anomalies
-    if arbiter:
+            self.res.survivors = self.tree.kill_all(self.proc.pid)
+        return self.proc.wait()
+
+    def close_lock(self) -> None:
+        if self.arbiter:
+            self.arbiter.forget(self.owner)
+        os.close(self.rep_w)
+
+    def collect(self, rc: int) -> ChildResult:
+        """The record: exit, output tails, CPU and load, events, lock waits, stacks."""
+        res, tree = self.res, self.tree
+        res.wall_s = (res.kill_t or time.time()) - res.start_t
+        self.drain(0)
+        os.close(self.ev_r)
+        self.out.join(2.0)
+        self.err.join(2.0)
+        if self.popcorn:
+            self.popcorn.join(2.0)
+            res.report = self.popcorn.text()
+        res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
+        res.cpu_s = sum(u + s for u, s in tree.cpu.values())
+        res.user_s = sum(u for u, _ in tree.cpu.values())
+        res.run_delay_s = round(sum(tree.delay.values()), 3)
+        res.load_per_cpu = round(sum(self.loads) / len(self.loads) if self.loads
+                                 else os.getloadavg()[0] / self.cpus, 3)
+        host1 = host_cpu_s()
+        if self.host0 is not None and host1 is not None:
+            # what the rest of the host (other runs, other programs) kept the CPUs busy with meanwhile: a
+            # measure that CPU hogs cannot escape, unlike the load average, which lags by a minute
+            res.others_cpu_s = round(max(0.0, host1 - self.host0 - res.cpu_s), 3)
+        res.overlapped = sorted(self.overlapped)
+        res.stdout_tail, res.stderr_tail = self.out.text(), self.err.text()
+        res.stdout_bytes, res.stderr_bytes = self.out.total, self.err.total
+        res.events, res.anomalies = self.parser.events, self.parser.anomalies
+        if self.arbiter:
+            self._lock_waits()
+        res.stacks = tail_of(self.stacks_rd, 64 * 1024)
+        os.close(self.stacks_rd)
+        os.close(self.dump_w)
+        res.stacks += _spawned_stacks(self.stacks_path)
+        if not res.stacks.strip() and res.kernel_waits:
+            res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
+        return res
+
+    def _lock_waits(self) -> None:
         # Only within the run's measured wall time: after a deadline the process lives on while its stacks
         # are dumped, and a pause then must not be taken off the time it was charged.
+        res = self.res
         end = res.start_t + res.wall_s
-        ivs = [(max(a, res.start_t), min(b, end), k) for a, b, k in arbiter.intervals(owner)
+        ivs = [(max(a, res.start_t), min(b, end), k) for a, b, k in self.arbiter.intervals(self.owner)
                if min(b, end) - max(a, res.start_t) > 0.005]
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
-    res.stacks = tail_of(stacks_rd, 64 * 1024)
-    os.close(stacks_rd)
-    os.close(dump_w)
-    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):    # the evaluator's pool workers
+
+
+def _spawned_stacks(stacks_path: str) -> str:
+    """The stacks the evaluator's pool workers wrote, each into a file of its own beside ours."""
+    out = ""
+    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):
         try:   # non-blocking, and only a regular file: these paths are in the submission's reach
             fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
         except OSError:
@@ -240,10 +285,8 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
         finally:
             os.close(fd)
         if text.strip():
-            res.stacks += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
-    if not res.stacks.strip() and res.kernel_waits:
-        res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
-    return res
+            out += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
+    return out
 
 
 def python_argv(spec_path: str) -> list[str]:

@@ -19,11 +19,11 @@ import sys
 import tempfile
 import threading
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from diagnose.runs import harness
 from diagnose.runs.protocol import Depth, WorkerSpec
+from diagnose.runs.settings import Settings
 from diagnose.runs.runner import TOOL_ROOT, Job
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
@@ -34,7 +34,7 @@ from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run, StageResult
 from diagnose.status import ENDS_RUN, Status
-from diagnose.tasks.loader import Task, spec_line, stage_cases, stage_files
+from diagnose.tasks.loader import spec_line, stage_cases, stage_files
 
 REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import and one small case
 # Helion's search in a tuning run, unless the user's environment sets them: the quick effort, at most 15 s per
@@ -42,7 +42,7 @@ REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import
 TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS": "15"}
 
 
-def spec_for(s: "RunSettings", what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
+def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
              tool_paths: list[str], stacks: str) -> WorkerSpec:
     """What the worker reads for one step of a job (the stage itself, or `what="compile"`, its compile step):
     the one place the run's settings become the child's."""
@@ -54,31 +54,12 @@ def spec_for(s: "RunSettings", what: str, box: Container, job: Job, argv: list[s
                       memo=list(job.memo))
 
 
-@dataclass
-class RunSettings:
-    task: Task
-    stages: list[str]
-    budgets: dict[str, float]
-    depth: Depth = Depth.PREDICT           # predict the timing loops from a sample, or run every repeat
-    sample_repeats: int = 10
-    sample_seconds: float = 3.0
-    max_rss_mb: float | None = None
-    keep: bool = False
-    flush_bytes: int | None = None
-    sample: bool = True                    # the line sampler (off only to measure its own overhead)
-    compile_step: bool = True              # run the harness's compile step before each stage
-    private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
-    shared: list = field(default_factory=list)   # directories of this machine's that runs may use, in place
-    extra_env: dict = field(default_factory=dict)
-
-
-def child_env(box: Container, settings: RunSettings, gpu: str | None) -> dict:
+def child_env(box: Container, gpu: str | None) -> dict:
     env = box.env(dict(os.environ))
     env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    env.update(settings.extra_env)
     return env
 
 
@@ -87,15 +68,14 @@ def _ran_on_gpu(st: StageResult) -> bool:
 
 
 class StageRunner:
-    """Runs jobs for real. `gpus` are the device ids to spread runs over ([None]: whatever is visible);
-    `concurrent` turns on GPU arbitration (needed only when runs overlap)."""
+    """Runs jobs for real, over the settings' GPUs (none named: whatever is visible); `concurrent` turns on
+    GPU arbitration (needed only when runs overlap)."""
 
-    def __init__(self, settings: RunSettings, gpus: list[str | None] | None = None, concurrent: bool = False,
-                 on_event=None):
+    def __init__(self, settings: Settings, concurrent: bool = False, on_event=None):
         self.settings = settings
-        self.gpus = gpus or [None]
+        self.gpus = list(settings.gpu_ids) or [None]
         # a sampled timing section takes seconds; a full one up to the harness's 120 s per case
-        bound = harness.CASE_WALL_CAP_S + 15 if settings.depth == "full" else 15.0
+        bound = harness.CASE_WALL_CAP_S + 15 if settings.depth == Depth.FULL else 15.0
         self.arbiters = {g: GpuArbiter(f"gpu{g or 0}", bound) for g in self.gpus} if concurrent else {}
         self.on_event = on_event
         self._lock = threading.Lock()
@@ -129,7 +109,7 @@ class StageRunner:
         root = Container(self._tmp / "isolation-check")
         code = ("import json, sys; from diagnose.runs.worker.container import enter; "
                 "print(json.dumps(enter(sys.argv[1], sys.argv[2:])))")
-        env = child_env(root, self.settings, None)
+        env = child_env(root, None)
         try:
             done = subprocess.run([sys.executable, "-c", code, str(root.root), *self.settings.shared],
                                   capture_output=True, text=True,
@@ -158,7 +138,7 @@ class StageRunner:
         run, s = job.run, self.settings
         box = self.container(run.id, job.warm_from)
         gpu = self._gpu_of[run.id]
-        env = child_env(box, s, gpu)
+        env = child_env(box, gpu)
         arbiter = self.arbiters.get(gpu)
         try:
             for stage in job.stages:
@@ -216,7 +196,7 @@ class StageRunner:
         finally:
             box.unplace(list(files) + ([cases] if cases else []))
         budget = st.budget_s
-        if s.depth == "full":
+        if s.depth == Depth.FULL:
             st.predicted_s = st.charged_s if st.status == Status.OK else None
         else:
             predict_stage(st)
