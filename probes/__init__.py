@@ -22,3 +22,10 @@ REGISTRY = [
 ]
 BY_NAME = {m.INFO.name: m for m in REGISTRY}
 ORDER = [m.INFO.name for m in REGISTRY]
+
+
+def deciding(probe: str | None) -> bool:
+    """Can this probe's toggles change the causes (a fix, or a remover in the search)? A probe that can do
+    neither (a warm container) informs the report, never the causes, so nothing waits for it."""
+    info = BY_NAME[probe].INFO if probe in BY_NAME else None
+    return info is None or info.fixes or info.bisect

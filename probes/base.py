@@ -55,6 +55,9 @@ class Plan:
     toggles: list[Toggle] = field(default_factory=list)
     evidence: dict = field(default_factory=dict)
     memo: list = field(default_factory=list)     # TUNE: the module-level dicts whose contents the tuning run reports
+    # The suspects this one most likely fails only together with, as the source shows them: the engine starts the
+    # combination that keeps them all before any toggle has answered (a guess: the search asks again if wrong)
+    likely_with: list = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,9 @@ class ProbeInfo:
     describe: str                # how a narrative names the suspect ("an outer CUDA graph capture ...")
     sites: tuple[str, ...]       # the scan's suspect kinds that locate it in the source
     needs_baseline: bool = False  # plan() reads the baseline run's evidence: it starts after the baseline
+    # ...unless the source alone says enough to start it with the first wave (plan() is then also called with no
+    # baseline, and planned again from the baseline's evidence once it has ended)
+    plans_early: bool = False
     fixes: bool = True           # its variants can be fixes (a warm cache never is: the harness is cold)
     bisect: bool = True          # its removing toggle takes part in the bisector's combinations
     # How specific each toggle is, by a fragment of its label: a toggle that names the mechanism ranks
@@ -90,3 +96,4 @@ class ProbeInfo:
 def sites(source: str, suspect: str):
     """Re-scan a (possibly already edited) source: toggles locate their sites afresh each time."""
     return scan_source(source).of(suspect)
+

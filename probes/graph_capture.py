@@ -130,4 +130,11 @@ def plan(ctx: PlanContext) -> Plan:
         toggles.append(Toggle(INFO.name, "capture kept, compiled fn uncompiled inside",
                               partial(uncompiled_inside, any_capture=anyc)))
     why = f"capture around compiled code at {where}" + (" (seen in the run)" if inside else "")
-    return Plan(RUN, why, toggles, evidence=evidence)
+    return Plan(RUN, why, toggles, evidence=evidence, likely_with=_records_graphs(ctx, around))
+
+
+def _records_graphs(ctx: PlanContext, around: list) -> list[str]:
+    """A capture around a function compiled in a mode that records CUDA graphs of its own (reduce-overhead,
+    max-autotune) is the likely interaction: the combination that keeps both is started early."""
+    graphing = {s.details.get("target") for s in ctx.scan.of("compile") if s.details.get("records_graphs")}
+    return ["compile_mode"] if any(set(s.details["calls_compiled"]) & graphing for s in around) else []

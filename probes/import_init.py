@@ -19,7 +19,7 @@ from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanCo
 INFO = ProbeInfo("import_init", "work done at import time",
                  "where the baseline's import time went, by module-level statement (the sampler)",
                  "defer to the first custom_kernel call", describe="work done at import", sites=("import_init",),
-                 needs_baseline=True, moves_work=True)
+                 needs_baseline=True, plans_early=True, moves_work=True)
 FLAG = "_diagnose_init_done"
 MIN_S, MIN_SHARE = 0.25, 0.10
 
@@ -113,13 +113,27 @@ def _library_loading(tree: ast.Module, line: int) -> bool:
     return isinstance(node, (ast.Import, ast.ImportFrom))
 
 
-def plan(ctx: PlanContext) -> Plan:
-    if ctx.baseline is None:
+def _from_source(ctx: PlanContext, tree: ast.Module) -> Plan:
+    """Before the baseline: where the file runs its own code at import, the toggle can start with the first
+    wave; the baseline's import time is the evidence its plan is made again from."""
+    # the scan's import-time sites: module-level statements that reach this file's own or compiled code
+    lines = sorted({s.line for s in ctx.scan.of("import_init")} & {n.lineno for n in tree.body})
+    if not lines or not ctx.scan.entry_is_def:
         return Plan(ABSENT, "decided from the baseline's import")
+    where = ", ".join(f"L{ln}" for ln in lines)
+    return Plan(RUN, f"{where} run{'s' if len(lines) == 1 else ''} this file's own code at import (from the "
+                     f"source: the baseline's import time says how long it takes)",
+                [Toggle(INFO.name, "defer import work", partial(defer, texts=statements_at(ctx.source, tuple(lines))),
+                        removes=True)], evidence={"lines": lines})
+
+
+def plan(ctx: PlanContext) -> Plan:
     try:
         tree = ast.parse(ctx.source)
     except (SyntaxError, RecursionError, ValueError):
         return Plan(CANNOT_TOGGLE, "the source could not be parsed again")
+    if ctx.baseline is None:
+        return _from_source(ctx, tree)
     hot = heavy(ctx, tree)
     if not hot:
         total = sum(observed.import_time_by_statement(ctx.baseline).values())

@@ -11,10 +11,12 @@ from functools import partial
 from diagnose.facts import observed
 from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.build_at_import import shapes
 
 INFO = ProbeInfo("recompile", "recompiles per new shape or value",
                  "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True",
                  describe="recompiling for every new shape or value", sites=("compile",), needs_baseline=True,
+                 plans_early=True,
                  ranks={"dynamic=True": 3}, requires=("compile_mode",),
                  seen=lambda run: bool(observed.recompile_records(run)))
 
@@ -40,10 +42,30 @@ def mechanism(session, base) -> str | None:
             + (f"; torch's reason: {reasons[0]}" if reasons else "") + ".")
 
 
+def _toggle() -> Toggle:
+    return Toggle(INFO.name, "dynamic=True", partial(set_kw, ordinal=None, kw="dynamic", value="True"), removes=True)
+
+
+def _from_source(ctx: PlanContext, found: list) -> Plan:
+    """Before the baseline: a compile site not marked dynamic=True, and a task whose cases come in several
+    shapes. torch specialises on the first shape it sees and compiles again for a new one, so the toggle can
+    start with the first wave; the baseline's compile records are the evidence its plan is made again from."""
+    n = len(shapes(ctx.cases))
+    sites = [s for s in found if s.details["kw"].get("dynamic") is not True]
+    if n < 2 or not sites:
+        return Plan(ABSENT, "decided from the baseline's compile records")
+    where = ", ".join(f"L{s.line}" for s in sites)
+    return Plan(RUN, f"torch.compile at {where} is not dynamic, and the task's cases come in {n} shapes: a new "
+                     f"shape compiles again (from the source: the baseline's compile records say how often)",
+                [_toggle()], evidence={"shapes": n})
+
+
 def plan(ctx: PlanContext) -> Plan:
     found = ctx.scan.of("compile")
     if not found:
         return Plan(ABSENT, "no torch.compile, so nothing recompiles")
+    if ctx.baseline is None:
+        return _from_source(ctx, found)
     recs = recompiles(ctx.baseline)
     if not recs and not failed_on_limit(ctx.baseline):
         return Plan(ABSENT, "the baseline run recompiled nothing", evidence={"recompiles": 0})
@@ -59,5 +81,4 @@ def plan(ctx: PlanContext) -> Plan:
         why += "; the baseline hit the recompile limit"
     # bounded: a recompile storm has thousands; the count and the first few say it
     kept = [{**r, "reason": " ".join(str(r["reason"] or "").split())[:300]} for r in recs[:5]]
-    return Plan(RUN, why, [Toggle(INFO.name, "dynamic=True", partial(set_kw, ordinal=None, kw="dynamic", value="True"),
-                                  removes=True)], evidence={"recompiles": len(recs), "first": kept})
+    return Plan(RUN, why, [_toggle()], evidence={"recompiles": len(recs), "first": kept})

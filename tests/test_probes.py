@@ -16,8 +16,8 @@ from tests.conftest import EXAMPLES, FIXTURES
 ROUND9 = (EXAMPLES / "round9.py").read_text()
 
 
-def plans(src, gpu=True, baseline=None):
-    ctx = PlanContext(src, scan_source(src), gpu, baseline)
+def plans(src, gpu=True, baseline=None, cases=()):
+    ctx = PlanContext(src, scan_source(src), gpu, baseline, cases=list(cases))
     return {m.INFO.name: m.plan(ctx) for m in REGISTRY}
 
 
@@ -34,10 +34,11 @@ def test_registry_is_ordered_and_complete():
 
 def test_round9_every_toggle_is_valid_and_minimal():
     p = plans(ROUND9)
-    # import_init and cache are decided from the baseline's run: before it, they wait
+    # cache is decided from the baseline's run; import_init starts from the source (L56 runs the file's own
+    # class at import), and recompile would too if the task's cases came in several shapes (none given here)
     assert {n: pl.state for n, pl in p.items()} == {
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
-        "import_init": ABSENT, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
+        "import_init": RUN, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
         "helion": ABSENT, "search": ABSENT}
     for name, pl in p.items():
         for t in pl.toggles:
@@ -150,7 +151,24 @@ def test_import_init_defer_moves_work_into_the_first_call():
 def test_recompile_needs_baseline_evidence(name):
     src = (FIXTURES / "corpus" / "rc_limit_fullgraph.py").read_text()
     pl = plans(src, baseline=None)[name]
-    assert pl.state == ABSENT and "recompiled nothing" in pl.why
+    assert pl.state == ABSENT and "decided from the baseline" in pl.why
+
+
+def test_recompile_and_import_work_start_from_the_source_where_it_says_enough():
+    """Before the baseline: a compile site that is not dynamic and cases in two shapes will compile again, and a
+    module-level call of the file's own class runs its code at import; both toggles can start with the first
+    wave. One shape, or dynamic=True everywhere, leaves recompile to the baseline's records."""
+    two = [{"m": 64, "n": 64, "k": 64, "seed": 1}, {"m": 128, "n": 64, "k": 64, "seed": 2}]
+    p = plans(ROUND9, cases=two)
+    assert p["recompile"].state == RUN and "2 shapes" in p["recompile"].why
+    assert [t.label for t in p["recompile"].toggles] == ["dynamic=True"]
+    assert p["import_init"].state == RUN and p["import_init"].why.startswith("L56 ")
+    assert plans(ROUND9, cases=two[:1] * 3)["recompile"].state == ABSENT
+    dyn = ROUND9.replace('fullgraph=True)', 'fullgraph=True, dynamic=True)')
+    assert plans(dyn, cases=two)["recompile"].state == ABSENT
+    # and the capture around a max-autotune function names the likely pair
+    assert p["graph_capture"].likely_with == ["compile_mode"]
+    assert plans(ROUND9.replace('mode="max-autotune", ', ""))["graph_capture"].likely_with == []
 
 
 def test_every_probe_declares_its_info():

@@ -30,7 +30,7 @@ from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
 from diagnose.source.scan import scan_source
 from diagnose.source.submission import Submission
-from probes import REGISTRY
+from probes import REGISTRY, deciding
 
 
 class Engine:
@@ -118,12 +118,21 @@ class Engine:
         early = planner.plan(None)
         planner.launch_plan(early)
         planner.record_plans(early)
+        removers = planner.removers(early)
+        if self.settings.bisect and len(removers) >= 2:
+            # Every search asks first for the run with all suspects out, and it needs no toggle's answer: started
+            # now, it is ready when the singles are (a baseline that passes stops it after its first stage).
+            fails = planner.fails_for(removers)
+            fails([], wait=False)
+            for keep in planner.likely(early, removers):
+                fails(keep, wait=False)
         return base
 
     def _plan_late(self, base: Run) -> tuple[dict, list[Run]]:
         """Every probe planned again from the baseline (a tuning run first where one needs it), the late
         toggles launched, and the combinations the search will most likely ask for started beside them.
-        Returns the suspects' removing toggles and the single toggle runs the causes wait for."""
+        Returns the suspects' removing toggles and the single toggle runs the causes wait for: those of the
+        probes that can fix or take part in the search (a warm container can do neither)."""
         s, planner = self.session, self.planner
         late = planner.plan(base)
         planner.record_plans(late)
@@ -134,7 +143,7 @@ class Engine:
             planner.record_plans(late)
             planner.launch_plan(tuned)
         removers = planner.removers(late)
-        singles = [r for r in list(s.runs) if r.role == Role.SINGLE]
+        singles = [r for r in list(s.runs) if r.role == Role.SINGLE and deciding(r.probe)]
         try:
             if self.settings.bisect and len(removers) >= 2 and base.failed_stage is not None:
                 # Start the combinations the search will most likely ask for now, beside the late toggles:

@@ -30,9 +30,17 @@ class Planner:
         ctx = PlanContext(self.sub.source, self.scan, self.settings.gpu, baseline, tuning,
                           list(self.settings.rules), self.settings.cases)
         chosen = self.settings.probes if self.settings.probes is not None else [m.INFO.name for m in REGISTRY]
-        return {m.INFO.name: m.plan(ctx) for m in REGISTRY
-                if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline)
-                and (only is None or m.INFO.name in only)}
+        plans = {m.INFO.name: m.plan(ctx) for m in REGISTRY
+                 if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline or m.INFO.plans_early)
+                 and (only is None or m.INFO.name in only)}
+        if baseline is None:
+            # A probe that reads the baseline starts early only where a search over the suspects is likely (two
+            # or more removers from the source alone): the search then has every remover from the first wave,
+            # and its combinations can start before the baseline ends. Otherwise it waits for the evidence.
+            source_only = {n: p for n, p in plans.items() if not BY_NAME[n].INFO.needs_baseline}
+            if len(self.removers(source_only)) < 2:
+                plans = source_only
+        return plans
 
     def tune(self, plans: dict, baseline: Run) -> dict:
         """The probes that need a search's result (TUNE) get one tuning run: every distinct shape of the task
@@ -49,18 +57,18 @@ class Planner:
         return self.plan(baseline, tuning=run, only=asking)
 
     def launch_plan(self, plans: dict) -> None:
-        for p in plans.values():
-            if p.state != RUN:
-                continue
-            for t in p.toggles:
-                source = t.apply(self.sub.source) if t.apply else self.sub.source
-                for rep in range(self.settings.repeat if t.apply else 1):
-                    key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
-                    if key in self._launched:      # planned again from the baseline's evidence: once is enough
-                        continue
-                    self._launched.add(key)
-                    role = Role.SINGLE if rep == 0 else Role.REPEAT
-                    self.pool.launch(role, t.probe, t.label, source, t.switches, rep)
+        """Every toggle of the plans that run, each variant once. The removing toggles go first: the search and
+        the causes wait for them, and the alternatives (which cost the fixes) can start a little later."""
+        toggles = [t for p in plans.values() if p.state == RUN for t in p.toggles]
+        for t in sorted(toggles, key=lambda t: not t.removes):
+            source = t.apply(self.sub.source) if t.apply else self.sub.source
+            for rep in range(self.settings.repeat if t.apply else 1):
+                key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
+                if key in self._launched:      # planned again from the baseline's evidence: once is enough
+                    continue
+                self._launched.add(key)
+                role = Role.SINGLE if rep == 0 else Role.REPEAT
+                self.pool.launch(role, t.probe, t.label, source, t.switches, rep)
 
     def record_plans(self, plans: dict) -> None:
         self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
@@ -73,6 +81,18 @@ class Planner:
     def removers(plans: dict) -> dict[str, Toggle]:
         return {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
                 if p.state == RUN and BY_NAME[n].INFO.bisect and any(t.removes for t in p.toggles)}
+
+    @staticmethod
+    def likely(plans: dict, removers: dict) -> list[list[str]]:
+        """The combinations the source says are likely (a plan's `likely_with`), each keeping suspects that all
+        have a remover, once each."""
+        out = []
+        for n, p in plans.items():
+            keep = {n, *p.likely_with}
+            if len(keep) >= 2 and keep <= set(removers):
+                keep = sorted(keep, key=list(removers).index)
+                out += [keep] if keep not in out else []
+        return out
 
     def fails_for(self, removers: dict[str, Toggle]):
         """The search's test, `fails(keep, wait=True)`, over these suspects' removing toggles."""

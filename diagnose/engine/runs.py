@@ -14,6 +14,7 @@ from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
 from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
+from probes import deciding
 from probes.base import WARM
 
 BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs first (see core.py)
@@ -125,6 +126,8 @@ class RunPool:
             return BASELINE
         if role == Role.COMBINATION:
             return COMBINATION
+        if role == Role.SINGLE and not deciding(st.run.probe):
+            return LATER       # it informs the report, never the causes: the deciding runs go first
         base = self.session.baseline
         failed = base.failed_stage if base is not None else None
         if failed is not None:     # past the baseline's failure a stage only verifies and costs a fix

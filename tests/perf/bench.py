@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -71,6 +72,20 @@ def critical_path(s: dict) -> dict:
             "last_runs": sorted(spans.values(), key=lambda x: x["end_s"])[-4:]}
 
 
+def say_critical_path(part: str, res: dict) -> None:
+    """What the causes and the full report waited for: the runs that ended last before each, on the timeline."""
+    rows = res.get(f"diagnose_{part}_timeline") or []
+    if not rows:
+        return
+    cause = res.get(f"diagnose_{part}_cause_at_s")
+    print(f"critical path ({part}):")
+    for label, until in (("causes", cause), ("full report", None)):
+        ended = [r for r in rows if until is None or r["end"] <= until + 1]
+        for r in sorted(ended, key=lambda r: r["end"])[-3:]:
+            print(f"  {label:12} waited for {r['run']:>4} {r['stage']:<11} {r['start']:6.1f}-{r['end']:6.1f} s  "
+                  f"{r['role']} {r['variant'] or ''}")
+
+
 def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
     """The baseline kernel timed by a bare loop: events around 50 calls after an L2 flush, as the harness
     does, with nothing else on the machine. Returns median per-call µs per shape and the spread of rounds."""
@@ -111,39 +126,40 @@ def main(parts: list[str]) -> None:
     if "cold" in parts:
         t, rc, out = timed(["run", str(ROUND9), "--probes", "none"])
         res["cold_run_s"] = round(t, 1)
-    for part, extra in (("jobs1", ["--jobs", "1"]), ("default", [])):
-        if part in parts:
-            fix = Path(tempfile.mkdtemp(prefix="bench-fix-")) / "submission.py"
-            t, rc, out = timed(["run", str(ROUND9), *extra, "--fix", str(fix)])
-            s = session(out)
-            keep = Path(os.environ.get("OUT", ".")) / f"{part}-session.json"
-            keep.write_text((out / "session.json").read_text())
-            res[f"diagnose_{part}_timeline"] = timeline(s)
-            res[f"diagnose_{part}_s"] = round(t, 1)
-            res[f"diagnose_{part}_runs"] = len(s["runs"])
-            res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
-            res[f"diagnose_{part}_concurrency"] = s["harness"].get("concurrency")
-            res[f"diagnose_{part}_critical_path"] = critical_path(s)
-            res[f"diagnose_{part}_confirmations"] = len([r for r in s["runs"] if r["role"] == "confirm"])
-            res[f"diagnose_{part}_verdict_at_s"] = s.get("verdict_at_s")
-            res[f"diagnose_{part}_cause_at_s"] = s.get("cause_at_s")
-            res[f"diagnose_{part}_verdict"] = s["verdict"]["status"]
-            res[f"diagnose_{part}_fix"] = (s.get("fix") or {}).get("toggle")
-            res[f"diagnose_{part}_skipped"] = [r["note"] for r in s["runs"] if r["note"].startswith("not run")]
-            if "cold_run_s" in res:
-                res[f"diagnose_{part}_ratio"] = round(t / res["cold_run_s"], 2)
-                if s.get("verdict_at_s") is not None:
-                    # the verdict's wall time: what the engine measured, plus the CLI's start before it
-                    lead = t - (s.get("diagnosis_s") or t)
-                    res[f"diagnose_{part}_verdict_ratio"] = round((s["verdict_at_s"] + lead) / res["cold_run_s"], 2)
-                if s.get("cause_at_s") is not None:
-                    res[f"diagnose_{part}_cause_ratio"] = round((s["cause_at_s"] + lead) / res["cold_run_s"], 2)
-            if fix.exists() and part == "default":
-                # The floor: no diagnosis that verifies its fix through every stage, as the harness runs
-                # them, can end before one cold run of that fix would.
-                tf, _, _ = timed(["run", str(fix), "--probes", "none"])
-                res["fix_cold_run_s"] = round(tf, 1)
-                res["diagnose_default_over_fix_cold"] = round(t / tf, 2)
+    runs = [(p, ["--jobs", p[4:]]) for p in parts if re.fullmatch(r"jobs\d+", p)] + \
+        [("default", [])] * ("default" in parts)
+    for part, extra in runs:
+        fix = Path(tempfile.mkdtemp(prefix="bench-fix-")) / "submission.py"
+        t, rc, out = timed(["run", str(ROUND9), *extra, "--fix", str(fix)])
+        s = session(out)
+        keep = Path(os.environ.get("OUT", ".")) / f"{part}-session.json"
+        keep.write_text((out / "session.json").read_text())
+        res[f"diagnose_{part}_timeline"] = timeline(s)
+        res[f"diagnose_{part}_s"] = round(t, 1)
+        res[f"diagnose_{part}_runs"] = len(s["runs"])
+        res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
+        res[f"diagnose_{part}_concurrency"] = s["harness"].get("concurrency")
+        res[f"diagnose_{part}_critical_path"] = critical_path(s)
+        res[f"diagnose_{part}_confirmations"] = len([r for r in s["runs"] if r["role"] == "confirm"])
+        res[f"diagnose_{part}_verdict_at_s"] = s.get("verdict_at_s")
+        res[f"diagnose_{part}_cause_at_s"] = s.get("cause_at_s")
+        res[f"diagnose_{part}_verdict"] = s["verdict"]["status"]
+        res[f"diagnose_{part}_fix"] = (s.get("fix") or {}).get("toggle")
+        res[f"diagnose_{part}_skipped"] = [r["note"] for r in s["runs"] if r["note"].startswith("not run")]
+        if "cold_run_s" in res:
+            res[f"diagnose_{part}_ratio"] = round(t / res["cold_run_s"], 2)
+            if s.get("verdict_at_s") is not None:
+                # the verdict's wall time: what the engine measured, plus the CLI's start before it
+                lead = t - (s.get("diagnosis_s") or t)
+                res[f"diagnose_{part}_verdict_ratio"] = round((s["verdict_at_s"] + lead) / res["cold_run_s"], 2)
+            if s.get("cause_at_s") is not None:
+                res[f"diagnose_{part}_cause_ratio"] = round((s["cause_at_s"] + lead) / res["cold_run_s"], 2)
+        if fix.exists() and part == "default":
+            # The floor: no diagnosis that verifies its fix through every stage, as the harness runs
+            # them, can end before one cold run of that fix would.
+            tf, _, _ = timed(["run", str(fix), "--probes", "none"])
+            res["fix_cold_run_s"] = round(tf, 1)
+            res["diagnose_default_over_fix_cold"] = round(t / tf, 2)
     if "fidelity" in parts:
         t, rc, out = timed(["run", str(BASELINE), "--stages", "benchmark"])
         s = session(out)
@@ -196,6 +212,8 @@ def main(parts: list[str]) -> None:
                            env=ENV, cwd=ROOT, capture_output=True)
             ts.append(time.perf_counter() - t0)
         res["check_median_s"] = round(statistics.median(ts), 2)
+    for part, _ in runs:
+        say_critical_path(part, res)
     dest = Path(os.environ.get("OUT", ".")) / "bench.json"
     dest.write_text(json.dumps(res, indent=1))
     for k, v in res.items():
