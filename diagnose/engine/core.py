@@ -87,7 +87,7 @@ class Engine:
             s.complete = not pool.stop.is_set()
             return concl.finish()
         removers, singles = self._plan_late(base)
-        if not pool.wait_for(lambda: all(pool.decided(r) for r in singles)):
+        if not pool.wait_for(lambda: all(self._settled(r, removers, base) for r in singles)):
             return concl.finish()
         if self.settings.bisect:
             fails = self.planner.fails_for(removers)
@@ -160,6 +160,15 @@ class Engine:
             # a free worker took them first (a loaded CI machine ran every leaderboard stage ahead of them).
             self.pool.release_held()
         return removers, singles
+
+    def _settled(self, r: Run, removers: dict, base: Run) -> bool:
+        """Can this single's answer no longer change the causes? Once it has decided; or, for an alternative
+        (not the suspect's removing toggle), once another toggle of its suspect has fixed the failure: the
+        suspect is a fixing one either way, and the alternative only costs a fix."""
+        if self.pool.decided(r):
+            return True
+        rem = removers.get(r.probe)
+        return rem is not None and r.toggle != rem.label and r.probe in bisector.fixing_probes(self.session, base)
 
     def _salvage(self) -> Session:
         """A bug of ours: wait for the runs in flight, and conclude on them; if concluding is what failed, the

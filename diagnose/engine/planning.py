@@ -59,16 +59,23 @@ class Planner:
     def launch_plan(self, plans: dict) -> None:
         """Every toggle of the plans that run, each variant once. The removing toggles go first: the search and
         the causes wait for them, and the alternatives (which cost the fixes) can start a little later."""
-        toggles = [t for p in plans.values() if p.state == RUN for t in p.toggles]
-        for t in sorted(toggles, key=lambda t: not t.removes):
-            source = t.apply(self.sub.source) if t.apply else self.sub.source
-            for rep in range(self.settings.repeat if t.apply else 1):
-                key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
-                if key in self._launched:      # planned again from the baseline's evidence: once is enough
-                    continue
-                self._launched.add(key)
-                role = Role.SINGLE if rep == 0 else Role.REPEAT
-                self.pool.launch(role, t.probe, t.label, source, t.switches, rep)
+        groups: dict[tuple, list] = {}     # a probe's toggles that make one variant stay together, in plan order
+        for p in plans.values():
+            for t in p.toggles if p.state == RUN else []:
+                groups.setdefault((t.probe, t.apply(self.sub.source) if t.apply else self.sub.source), []).append(t)
+        ordered = sorted(groups.items(), key=lambda kv: not any(t.removes for t in kv[1]))
+        for (_, source), toggles in ordered:
+            for t in toggles:
+                self._launch_toggle(t, source)
+
+    def _launch_toggle(self, t: Toggle, source: str) -> None:
+        for rep in range(self.settings.repeat if t.apply else 1):
+            key = (t.probe, t.label, hashlib.sha256(source.encode()).hexdigest(), rep)
+            if key in self._launched:      # planned again from the baseline's evidence: once is enough
+                continue
+            self._launched.add(key)
+            role = Role.SINGLE if rep == 0 else Role.REPEAT
+            self.pool.launch(role, t.probe, t.label, source, t.switches, rep)
 
     def record_plans(self, plans: dict) -> None:
         self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,

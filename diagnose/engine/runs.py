@@ -6,8 +6,8 @@ from __future__ import annotations
 import hashlib
 import itertools
 import threading
-from dataclasses import dataclass, field
 
+from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, RunState
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
 from diagnose.runs.settings import Settings
@@ -17,7 +17,6 @@ from diagnose.status import ENDS_RUN, Status
 from probes import deciding
 from probes.base import WARM
 
-BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs first (see core.py)
 
 
 class RunPool:
@@ -38,10 +37,11 @@ class RunPool:
         self.quiet = False                  # nothing is saved while the problem folder is still being checked
         self.moot = threading.Event()       # the baseline showed this machine cannot judge: no run can tell
         self._ids = itertools.count()
-        self._states: dict[str, _State] = {}
+        self._states: dict[str, RunState] = {}
         self._by_key: dict[str, Run] = {}
         self._held: list = []                      # LATER stages queued before every toggle was launched
         self._all_launched = threading.Event()
+        self._await_base: list | None = []         # combinations past their first stage, until the baseline ends
         self._changed = threading.Condition(self.lock)
         self.sched: Scheduler | None = None
 
@@ -99,13 +99,13 @@ class RunPool:
             self.sources[run.id] = source
             if prior is not None:
                 run.note = f"identical variant: measured once, as {prior.id}"
-                self._states[run.id] = st = _State(run, source, [], prior=prior.id)
+                self._states[run.id] = st = RunState(run, source, [], prior=prior.id)
                 threading.Thread(target=self._mirror, args=(run, prior), daemon=True).start()
                 return run
             if not fresh:
                 self._by_key[key] = run
             warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = _State(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo))
+            st = RunState(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo))
             self._states[run.id] = st
         self._advance(st)
         return run
@@ -120,7 +120,7 @@ class RunPool:
             self.on_run_done(run)
         self.save()
 
-    def _priority(self, st: _State, stage: str) -> int:
+    def _priority(self, st: RunState, stage: str) -> int:
         role = st.run.role
         if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE, Role.TUNING):
             return BASELINE
@@ -141,7 +141,7 @@ class RunPool:
             return SINGLE if self.settings.index(stage) <= reached else LATER
         return SINGLE
 
-    def _advance(self, st: _State) -> None:
+    def _advance(self, st: RunState) -> None:
         """Queue the run's next stage, or mark it done."""
         run = st.run
         ended = any(s.status in ENDS_RUN for s in run.stages)
@@ -157,14 +157,31 @@ class RunPool:
             with self.lock:
                 st.done.set()
                 self._changed.notify_all()
+                waiting = []
+                if run.role == Role.BASELINE:    # from now on a combination knows its stages at once
+                    waiting, self._await_base = self._await_base or [], None
             if not self.quiet:
                 self.on_run_done(run)
+            for w in waiting:
+                self._advance(w)      # the combinations that waited to learn where the baseline failed
+            if run.role == Role.BASELINE and self.sched is not None and self.sched.reserve > 0:
+                # Fix costing may start now: the workers kept in reserve take the late toggles, which are planned
+                # from the baseline next (waiting for that planning cost Round 9's fixes 8 s). With no worker in
+                # reserve, they wait for the late toggles' launch instead.
+                self.release_held()
             return
         stage = st.stages[st.next]
         base = self.session.baseline
-        if run.role == Role.COMBINATION and base is not None and self._states[base.id].done.is_set():
-            failed = base.failed_stage    # a combination only needs the stages that tell
-            if failed is None or self.settings.index(stage) > self.settings.index(failed.name):
+        if run.role == Role.COMBINATION and base is not None:
+            with self.lock:
+                if not self._states[base.id].done.is_set() and st.next > 0 and self._await_base is not None:
+                    # a combination only needs the stages up to the baseline's failure: started before the
+                    # baseline ended, it waits after its first stage to learn which those are
+                    self._await_base.append(st)
+                    return
+            failed = base.failed_stage if self._states[base.id].done.is_set() else None
+            if self._states[base.id].done.is_set() and (
+                    failed is None or self.settings.index(stage) > self.settings.index(failed.name)):
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
@@ -178,7 +195,7 @@ class RunPool:
                 return
         self._submit(st, job, prio)
 
-    def _submit(self, st: _State, job: Job, prio: int) -> None:
+    def _submit(self, st: RunState, job: Job, prio: int) -> None:
         fut = self.sched.submit(lambda: self._execute(st, job), prio, solo=job.solo)
         fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
 
@@ -203,13 +220,13 @@ class RunPool:
         for st, job, prio in now:
             self._submit(st, job, prio)
 
-    def _cancelled(self, st: _State) -> None:
+    def _cancelled(self, st: RunState) -> None:
         st.run.note = st.run.note or "stopped: the diagnosis was interrupted"
         with self.lock:
             st.done.set()
             self._changed.notify_all()
 
-    def _execute(self, st: _State, job: Job) -> None:
+    def _execute(self, st: RunState, job: Job) -> None:
         if self.moot.is_set() and st.run.role != Role.BASELINE:
             return self._advance(st)          # queued before the baseline said so: not run
         if job.solo:
@@ -274,18 +291,3 @@ class RunPool:
         base = self.session.baseline
         failed = base.failed_stage if base is not None and self._states[base.id].done.is_set() else None
         return failed is not None and any(s.name == failed.name and s.status not in ENDS_RUN for s in run.stages)
-
-
-MOOT = "not run: the baseline showed that this machine cannot judge the submission"
-
-
-@dataclass
-class _State:
-    run: Run
-    source: str
-    stages: list[str]
-    warm_from: str | None = None
-    memo: list = field(default_factory=list)   # a tuning run: the dicts whose contents it reports
-    next: int = 0
-    done: threading.Event = field(default_factory=threading.Event)
-    prior: str | None = None     # an identical variant's run: this one decides when that one does
