@@ -215,12 +215,12 @@ class StageRunner:
         """One child process in the run's container: the stage itself, or (what="compile") its compile step.
         What the container gained meanwhile is what this step wrote."""
         s = self.settings
-        budget = s.budgets.get(what, REFERENCE_BUDGET_S)
         evaluated = bool(s.task.evaluator) and what in harness.JUDGED
         tag = stage if what == stage else f"{stage}.{what}"
         submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
         spec = spec_for(s, what, box, job, argv=argv, gpu_lock=arbiter is not None,
                         tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=stacks)
+        budget = spec.budget_s      # one figure for both sides: the parent's deadline and the worker's watchdog
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
             env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}
         spec_path = box.tool / f"{tag}.spec.json"
