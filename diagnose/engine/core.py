@@ -4,12 +4,13 @@ The engine decides what to run and in what order; a Runner (runner/__init__.py) 
 scheduled a stage at a time, so that the verdict comes first:
 
   priority 0  the baseline, and solo confirmations (nothing else runs beside those)
-  priority 1  every single toggle, up to the stage where the baseline failed
-  priority 2  the bisector's combination runs: the two most likely ones with the late toggles, the rest as
-              the search asks
+  priority 1  every single toggle, up to the stage where the baseline failed (removing toggles launched first)
+  priority 2  the bisector's combination runs: with every suspect out, and the one the source calls likely,
+              beside the baseline where the source gives two removers (else with the late toggles); the
+              rest as the search asks
   priority 3  the later stages of variants that got past the failure: verifying a fix, timing it (while the
-              baseline runs, any stage it has not reached; held until every toggle is launched, and
-              kept off half the workers until the causes stand)
+              baseline runs, any stage it has not reached; released when it ends, and kept off half the
+              workers until the causes stand), and the toggles that decide no cause (the warm container)
 
 No file is written here: `on_save(session)` is called whenever the session changed (the CLI saves it),
 so a failure or an interrupt halfway loses nothing that had finished.

@@ -24,9 +24,10 @@ class Planner:
         self._launched: set[tuple] = set()
 
     def plan(self, baseline: Run | None, tuning: Run | None = None, only: list[str] | None = None) -> dict:
-        """Every chosen probe's plan. Before the baseline has run, only the probes that can start from
-        the source plan (they start with the baseline); after it, every probe plans again from what the
-        baseline did, and anything new it finds is launched then."""
+        """Every chosen probe's plan. Before the baseline has run, the probes that can start from the source
+        plan (they start with the baseline), and those that read the baseline but say `plans_early`, where the
+        rule below lets them; after it, every probe plans again from what the baseline did, and anything new
+        it finds is launched then."""
         ctx = PlanContext(self.sub.source, self.scan, self.settings.gpu, baseline, tuning,
                           list(self.settings.rules), self.settings.cases)
         chosen = self.settings.probes if self.settings.probes is not None else [m.INFO.name for m in REGISTRY]
