@@ -62,7 +62,7 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         _say_edits(edits)
     t0 = time.monotonic()
     with Signals() as sig:
-        alone = prep.settings.but(probes=(), bisect=False, confirm=False)
+        alone = prep.settings.but(confirm=False)      # prepared with --probes none: no probe, no search
         eng, save = engine_for(prep, alone, sig.stop, outdir, progress, runner_spec=runner)
         try:
             with shown:

@@ -88,7 +88,7 @@ class Engine:
             s.complete = not pool.stop.is_set()
             return concl.finish()
         removers, singles = self._plan_late(base)
-        if not pool.wait_for(lambda: all(self._settled(r, removers, base) for r in singles)):
+        if not pool.wait_for(lambda: self._causes_settled(singles, removers, base)):
             return concl.finish()
         if self.settings.bisect:
             fails = self.planner.fails_for(removers)
@@ -162,14 +162,16 @@ class Engine:
             self.pool.release_held()
         return removers, singles
 
-    def _settled(self, r: Run, removers: dict, base: Run) -> bool:
-        """Can this single's answer no longer change the causes? Once it has decided; or, for an alternative
-        (not the suspect's removing toggle), once another toggle of its suspect has fixed the failure: the
-        suspect is a fixing one either way, and the alternative only costs a fix."""
-        if self.pool.decided(r):
+    def _causes_settled(self, singles: list[Run], removers: dict, base: Run) -> bool:
+        """Can no single still running change the causes? Each has decided, or is an alternative (not its
+        suspect's removing toggle) of a suspect another toggle already showed to fix the failure: that suspect
+        is a fixing one either way, and the alternative only costs a fix."""
+        pending = [r for r in singles if not self.pool.decided(r)]
+        if not pending:
             return True
-        rem = removers.get(r.probe)
-        return rem is not None and r.toggle != rem.label and r.probe in bisector.fixing_probes(self.session, base)
+        fixing = set(bisector.fixing_probes(self.session, base))     # once per look, not once per run
+        return all(r.probe in removers and r.toggle != removers[r.probe].label and r.probe in fixing
+                   for r in pending)
 
     def _salvage(self) -> Session:
         """A bug of ours: wait for the runs in flight, and conclude on them; if concluding is what failed, the

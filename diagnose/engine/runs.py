@@ -41,7 +41,7 @@ class RunPool:
         self._by_key: dict[str, Run] = {}
         self._held: list = []                      # LATER stages queued before every toggle was launched
         self._all_launched = threading.Event()
-        self._await_base: list | None = []         # combinations past their first stage, until the baseline ends
+        self._await_base: list = []                # combinations past their first stage, until the baseline ends
         self._changed = threading.Condition(self.lock)
         self.sched: Scheduler | None = None
 
@@ -159,7 +159,7 @@ class RunPool:
                 self._changed.notify_all()
                 waiting = []
                 if run.role == Role.BASELINE:    # from now on a combination knows its stages at once
-                    waiting, self._await_base = self._await_base or [], None
+                    waiting, self._await_base = self._await_base, []
             if not self.quiet:
                 self.on_run_done(run)
             for w in waiting:
@@ -173,15 +173,15 @@ class RunPool:
         stage = st.stages[st.next]
         base = self.session.baseline
         if run.role == Role.COMBINATION and base is not None:
-            with self.lock:
-                if not self._states[base.id].done.is_set() and st.next > 0 and self._await_base is not None:
+            with self.lock:     # the baseline's end is set under this lock, with the waiting list handed over
+                base_done = self._states[base.id].done.is_set()
+                if not base_done and st.next > 0:
                     # a combination only needs the stages up to the baseline's failure: started before the
                     # baseline ended, it waits after its first stage to learn which those are
                     self._await_base.append(st)
                     return
-            failed = base.failed_stage if self._states[base.id].done.is_set() else None
-            if self._states[base.id].done.is_set() and (
-                    failed is None or self.settings.index(stage) > self.settings.index(failed.name)):
+            failed = base.failed_stage
+            if base_done and (failed is None or self.settings.index(stage) > self.settings.index(failed.name)):
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
