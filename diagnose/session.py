@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
 from diagnose.status import ENDS_RUN, Status, Warning_
@@ -231,7 +231,7 @@ class Session:
     diagnosis_s: float | None = None    # seconds the whole diagnosis took
 
     def to_dict(self) -> dict:
-        return _plain(asdict(self))
+        return _plain(self)
 
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=1, default=str)
@@ -268,14 +268,20 @@ class Session:
 
 
 def _plain(x):
-    """Enums to their values, so the JSON and the renderers see plain strings."""
+    """A copy in plain data: dataclasses to dicts, enums to their values (what the JSON and renderers see). Not
+    `asdict`, which deep-copies every leaf: a save copies megabytes of events (0.04 s here, asdict 0.4 s)."""
+    t = type(x)
+    if t is str or t is int or t is float or t is bool or x is None:
+        return x
+    if t is dict or (isinstance(x, dict) and not isinstance(x, enum.Enum)):
+        return {k: _plain(v) for k, v in x.items()}
+    if t is list or t is tuple:
+        return [_plain(v) for v in x] if t is list else tuple(_plain(v) for v in x)
     if isinstance(x, enum.Enum):
         return x.value
-    if isinstance(x, dict):
-        return {k: _plain(v) for k, v in x.items()}
-    if isinstance(x, list):
-        return [_plain(v) for v in x]
-    return x
+    if is_dataclass(x) and not isinstance(x, type):
+        return {f.name: _plain(getattr(x, f.name)) for f in fields(x)}
+    return [_plain(v) for v in x] if isinstance(x, list) else x
 
 
 def union_seconds(spans: list[tuple[float, float]]) -> float:

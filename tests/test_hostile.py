@@ -43,6 +43,8 @@ CASES = [
     ("wrong_dtype.py", "wrong", "test", "dtype torch.float32", None, False),
     ("nans.py", "wrong", "test", "NaN", None, False),
     ("deep_recursion.py", "crash", "test", "RecursionError", "RECURSE-LINE", False),
+    # the exception goes back to eval.py, whose pool terminates the worker: its thread and atexit never hold it
+    ("raise_beside_thread_forever.py", "crash", "test", "RuntimeError: the kernel failed", "RAISE-LINE", False),
     ("markup_message.py", "crash", "test", "[bold red]boom[/] in [/tmp/x] and [red]", "MARKUP-LINE", False),
     # the work finishes, but `python3` never exits: the compile step times out in interpreter_exit and the
     # harness ignores it; the stage's pool worker is terminated, as the harness's is

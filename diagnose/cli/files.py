@@ -3,8 +3,10 @@ Only the CLI calls this."""
 from __future__ import annotations
 
 import fcntl
+import itertools
 import os
 import tempfile
+import threading
 from pathlib import Path
 
 from diagnose.errors import BadInput
@@ -60,3 +62,66 @@ class OutDir:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+
+class Saver:
+    """The session's files, written as results arrive but off the engine's threads.
+
+    The engine calls the saver whenever the session changed, holding its lock: the saver takes a copy in plain
+    data (hundredths of a second) and returns, and a thread of its own renders and writes the newest copy. Copies
+    that pile up while one is written (runs that end together) cost one write, not one each: a whole save of a
+    long diagnosis takes about a second, and each used to hold the engine's lock and the run's next stage.
+    `now(session)` writes at once and returns when the files are on disk (the final write); an older copy still
+    on its way is then dropped, never written over it. A failed background write is raised by the next `now`."""
+
+    def __init__(self, outdir: OutDir | None, before=None):
+        self.outdir, self.before = outdir, before or (lambda s: None)
+        self._seq = itertools.count(1)
+        self._cv = threading.Condition()
+        self._pending: tuple[int, dict] | None = None
+        self._write = threading.Lock()
+        self._written = 0
+        self._error: BaseException | None = None
+        self._thread: threading.Thread | None = None
+
+    def __call__(self, session: Session) -> None:
+        self.before(session)
+        if self.outdir is None:
+            return
+        snap = (next(self._seq), session.to_dict())
+        with self._cv:
+            self._pending = snap
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="diagnose-saver", daemon=True)
+                self._thread.start()
+            self._cv.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while self._pending is None:
+                    self._cv.wait()
+                seq, data = self._pending
+                self._pending = None
+            try:
+                self._put(seq, lambda: Session.from_dict(data))
+            except Exception as e:  # noqa: BLE001 - kept for the next `now`, which raises it where it is heard
+                self._error = e
+
+    def _put(self, seq: int, session) -> None:
+        with self._write:
+            if seq > self._written:
+                save_all(self.outdir.path, session())
+                self._written = seq
+
+    def now(self, session: Session) -> None:
+        self.before(session)
+        if self.outdir is None:
+            return
+        seq = next(self._seq)
+        with self._cv:
+            self._pending = None
+        self._put(seq, lambda: session)
+        if self._error is not None:
+            e, self._error = self._error, None
+            raise e

@@ -75,18 +75,14 @@ def _runner(spec: str | None, settings, progress):
 
 def engine_for(prep, settings, stop, outdir, progress, runner_spec=None):
     """The engine for this command's settings (`prep.settings`, or check's and bisect's own `but(...)`)."""
+    from diagnose.cli.files import Saver
+    from diagnose.cli.prepare import environment
     from diagnose.engine import Engine
-    save_lock = threading.Lock()
-
-    def save(s):
-        from diagnose.cli.prepare import environment
-        with save_lock:
-            environment(s)
-            if outdir is not None:
-                outdir.save(s)
+    saver = Saver(outdir, before=environment)
     runner = _runner(runner_spec, settings, progress)
-    return Engine(prep.sub, prep.session, settings, runner, on_save=save, stop=stop,
-                  on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict), save
+    eng = Engine(prep.sub, prep.session, settings, runner, on_save=saver, stop=stop,
+                 on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict)
+    return eng, saver.now
 
 
 WALLS = ("/tmp", "/dev/shm", "/var/tmp")

@@ -8,6 +8,6 @@ from diagnose.session import Session
 
 
 def render(session: Session) -> str:
-    data = json.loads(session.to_json())
+    data = session.to_dict()       # a copy already: adding the claims leaves the session as it was
     data["claims"] = [asdict(c) for c in claims.derive(session)]
-    return json.dumps(data, indent=1) + "\n"
+    return json.dumps(data, indent=1, default=str) + "\n"

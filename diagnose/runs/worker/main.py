@@ -7,9 +7,9 @@ harness's process for that stage ends.
   process never got there is a timeout in the phase `interpreter_exit`.
 - The other stages of the built-in model follow the evaluator it models (GPU MODE's
   eval_better_bench.py): the submission runs in a spawned pool worker, which the pool terminates when
-  the stage is done, so the submission's threads and atexit handlers never hold that stage up. The
-  worker ends the same way, at once, after saying so. A problem's own eval.py exits as the compile step
-  does: through the interpreter.
+  the stage is done, or when the worker sent back an exception, so the submission's threads and atexit
+  handlers never hold that stage up. The worker ends the same way, at once, after saying so. A problem's
+  own eval.py exits as the compile step does: through the interpreter.
 - Nothing the submission started is killed here: in the harness it lives on in the container (and holds
   the step open if it inherited stdout or stderr). The runner ends it when the run's container ends.
 
@@ -103,6 +103,20 @@ def _outliving(ch) -> None:
             continue
     if procs:
         ch.emit("outlive", procs=procs[:200])
+
+
+def _terminated(ch, dog, code: int) -> None:
+    """The built-in model's end of a stage, passed or raised: the submission runs in the evaluator's pool worker,
+    which the pool terminates (eval.py's `with Pool(...)` exits, normally or with the exception the worker sent
+    back), so the submission's threads and atexit handlers, and torch's own at exit, never hold the stage up. What
+    it started lives on (the runner ends it with the run's container), and keeps the stage open if it holds
+    stdout or stderr."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    _outliving(ch)
+    ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
+    dog.resume_parent()
+    os._exit(code)
 
 
 def _lent(spec: WorkerSpec) -> list[str]:
@@ -239,20 +253,14 @@ def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
         guard.verify("when the stage failed")
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
                 traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
+        if spec.stage != "compile" and not evaluator:
+            _terminated(ch, dog, 1)     # the exception reached the evaluator, which ends with the pool
         return 1
     ins.stop()
     guard.verify("at the end of the stage")
     ch.emit("stage_done", status=status, t=time.time())
-    sys.stdout.flush()
-    sys.stderr.flush()
     if spec.stage != "compile" and not evaluator:
-        # the built-in model's submission runs in the evaluator's pool worker, which the pool terminates:
-        # its threads and atexit handlers never hold the stage up. What it started lives on (the runner
-        # ends it with the run's container), and keeps the stage open if it holds stdout or stderr.
-        _outliving(ch)
-        ch.emit("exit_clean", how="terminated, as the harness's pool terminates its worker")
-        dog.resume_parent()
-        os._exit(0)
+        _terminated(ch, dog, 0)
     # `python3 submission.py`, and a problem's own `python3 eval.py`: the interpreter's own exit, which waits
     # for non-daemon threads and runs atexit handlers
     ch.begin("interpreter_exit")
