@@ -86,6 +86,19 @@ def say_critical_path(part: str, res: dict) -> None:
                   f"{r['role']} {r['variant'] or ''}")
 
 
+def baseline_phases(s: dict) -> dict:
+    """The baseline's first stage, phase by phase in seconds: its compile step's wall, each phase of the stage,
+    and the stage's exit (from its last phase's end to the process's end): what a crowd of runs slowed."""
+    base = next((r for r in s["runs"] if r["role"] == "baseline"), None)
+    st = next((x for x in (base or {}).get("stages", []) if x["status"] != "skipped"), None)
+    if st is None:
+        return {}
+    out = {"compile_step": round((st.get("compile_step") or {}).get("wall_s") or 0, 1)}
+    out.update({p["name"]: round(p["end_s"] - p["start_s"], 1) for p in st["phases"]})
+    out["exit"] = round(st["wall_s"] - max((p["end_s"] for p in st["phases"]), default=0), 1)
+    return out
+
+
 def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
     """The baseline kernel timed by a bare loop: events around 50 calls after an L2 flush, as the harness
     does, with nothing else on the machine. Returns median per-call µs per shape and the spread of rounds."""
@@ -126,6 +139,8 @@ def main(parts: list[str]) -> None:
     if "cold" in parts:
         t, rc, out = timed(["run", str(ROUND9), "--probes", "none"])
         res["cold_run_s"] = round(t, 1)
+        (Path(os.environ.get("OUT", ".")) / "cold-session.json").write_text((out / "session.json").read_text())
+        res["cold_baseline_phases"] = baseline_phases(session(out))
     runs = [(p, ["--jobs", p[4:]]) for p in parts if re.fullmatch(r"jobs\d+", p)] + \
         [("default", [])] * ("default" in parts)
     for part, extra in runs:
@@ -140,6 +155,7 @@ def main(parts: list[str]) -> None:
         res[f"diagnose_{part}_top_cause"] = s["causes"][0]["suspects"] if s["causes"] else None
         res[f"diagnose_{part}_concurrency"] = s["harness"].get("concurrency")
         res[f"diagnose_{part}_critical_path"] = critical_path(s)
+        res[f"diagnose_{part}_baseline_phases"] = baseline_phases(s)
         res[f"diagnose_{part}_confirmations"] = len([r for r in s["runs"] if r["role"] == "confirm"])
         res[f"diagnose_{part}_verdict_at_s"] = s.get("verdict_at_s")
         res[f"diagnose_{part}_cause_at_s"] = s.get("cause_at_s")
