@@ -84,6 +84,59 @@ def _run_delay_s(pid: int) -> float | None:
         return None
 
 
+# How long one look at the host's process table serves every run's poll. Each run looks ten times a second, and
+# psutil's children() reads all of /proc on every call, once per process it starts from: on an H100 host with 15
+# runs that took 0.17 s a look and kept the parent's threads (and each run's end) waiting seconds.
+SHARED_TABLE_S = 0.05
+
+
+class ProcessTable:
+    """The host's processes at one moment: parent pid -> children, and pid -> start time (clock ticks)."""
+
+    def __init__(self) -> None:
+        self.children: dict[int, list[int]] = {}
+        self.start: dict[int, int] = {}
+        try:
+            names = [n for n in os.listdir("/proc") if n.isdigit()]
+        except OSError:       # no /proc: psutil's portable way
+            for p in psutil.process_iter(["ppid", "create_time"]):
+                self.children.setdefault(p.info["ppid"], []).append(p.pid)
+                self.start[p.pid] = int((p.info["create_time"] or 0) * 100)
+            return
+        for name in names:
+            try:
+                with open(f"/proc/{name}/stat", "rb") as fh:
+                    f = fh.read().rsplit(b")", 1)[1].split()
+                pid = int(name)
+                self.children.setdefault(int(f[1]), []).append(pid)
+                self.start[pid] = int(f[19])
+            except (OSError, ValueError, IndexError):
+                continue
+
+
+_table: tuple[float, ProcessTable] | None = None
+_table_lock = threading.Lock()
+
+
+def process_table(max_age_s: float) -> ProcessTable:
+    """The host's process table, read again only when the last look is older than max_age_s."""
+    global _table
+    with _table_lock:
+        now = time.monotonic()
+        if _table is None or now - _table[0] > max_age_s:
+            _table = (now, ProcessTable())
+        return _table[1]
+
+
+def _descendants(table: ProcessTable, pid: int) -> list[int]:
+    out, todo = [], [pid]
+    while todo:
+        for c in table.children.get(todo.pop(), ()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
 class ProcessTree:
     """Every process of this run we have seen, keyed by (pid, create_time) so a reused pid is not ours."""
 
@@ -93,6 +146,8 @@ class ProcessTree:
         self.procs: dict[tuple[int, float], psutil.Process] = {}
         self.cpu: dict[tuple[int, float], tuple[float, float]] = {}
         self.delay: dict[tuple[int, float], float] = {}
+        self._start: dict[int, int | None] = {}             # pid -> start time in the table, of those added
+        self._foreign: set[tuple[int, int | None]] = set()  # our direct children found to be another run's
 
     def _add(self, p: psutil.Process):
         try:
@@ -112,27 +167,41 @@ class ProcessTree:
             except (psutil.Error, ValueError, TypeError, IndexError):
                 continue
 
-    def scan(self) -> None:
+    def scan(self, fresh: bool = False) -> None:
+        """Add every descendant of the processes seen so far, and the orphans re-parented to us that are ours (by
+        session or marker). One shared look at the host's process table serves all runs for a moment; `fresh`
+        takes a new one (after a freeze, a fork seconds old must not be missed)."""
         self._add(self.root)
+        table = process_table(0.0 if fresh else SHARED_TABLE_S)
         for p in list(self.procs.values()):
+            for pid in _descendants(table, p.pid):
+                self._add_pid(table, pid)
+        for pid in table.children.get(os.getpid(), ()):
+            # a direct child of ours: a run's worker, the keeper, or an orphan re-parented to us (the workers are
+            # subreapers too, so a submission's orphans reach us only once its worker is gone)
+            seen = (pid, table.start.get(pid))
+            if seen in self._foreign or pid in self._start and self._start[pid] == seen[1]:
+                continue
             try:
-                for c in p.children(recursive=True):
-                    self._add(c)
-            except psutil.Error:
-                pass
-        try:
-            ours = psutil.Process().children(recursive=True)
-        except psutil.Error:
-            ours = []
-        for c in ours:  # orphans re-parented to us (subreaper): ours by marker, or by session
-            try:  # one zombie or vanished process must not hide the others
-                key = (c.pid, c.create_time())
-                if key in self.procs:
-                    continue
-                if os.getsid(c.pid) == self.sid or c.environ().get(MARKER) == self.marker:
-                    self.procs[key] = c
+                c = psutil.Process(pid)
+                if os.getsid(pid) == self.sid or c.environ().get(MARKER) == self.marker:
+                    self._add_pid(table, pid)
+                    for d in _descendants(table, pid):
+                        self._add_pid(table, d)
+                else:
+                    self._foreign.add(seen)
             except (psutil.Error, OSError):
                 continue
+
+    def _add_pid(self, table: "ProcessTable", pid: int) -> None:
+        start = table.start.get(pid)
+        if start is not None and self._start.get(pid) == start:
+            return      # seen already (the same start time: not a reused pid)
+        try:
+            self._add(psutil.Process(pid))
+            self._start[pid] = table.start.get(pid)
+        except psutil.Error:
+            pass
 
     def measure(self) -> float:
         rss = 0.0
@@ -187,15 +256,15 @@ class ProcessTree:
         deadline = time.time() + 5.0
         # Freeze first, then look: a process that dies before we have seen its descendants hands them
         # to us as orphans without a marker, and a frozen tree cannot fork any more of them.
-        self.scan()
+        self.scan(fresh=True)
         self.signal(pgid, signal.SIGSTOP)
-        self.scan()
+        self.scan(fresh=True)
         while True:
             try:
                 os.killpg(pgid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
-            self.scan()
+            self.scan(fresh=True)
             alive = self.alive()
             for p in alive:
                 try:
