@@ -26,17 +26,7 @@ _rows: list[tuple] = []
 
 
 def _wrap(owner, name: str, label: str) -> None:
-    fn = getattr(owner, name)
-
-    @functools.wraps(fn)
-    def traced(*a, **k):
-        t = time.time()
-        try:
-            return fn(*a, **k)
-        finally:
-            _rows.append((round(t - T0, 3), round(time.time() - t, 3), threading.current_thread().name, label,
-                          _what(a)))
-    setattr(owner, name, traced)
+    setattr(owner, name, _traced_fn(getattr(owner, name), label))
 
 
 def _what(args) -> str:
@@ -91,7 +81,8 @@ def _traced_fn(fn, label):
         try:
             return fn(*a, **k)
         finally:
-            _rows.append((round(t - T0, 3), round(time.time() - t, 3), threading.current_thread().name, label, ""))
+            _rows.append((round(t - T0, 3), round(time.time() - t, 3), threading.current_thread().name, label,
+                          _what(a)))
     return traced
 
 
