@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from diagnose.engine import Engine
+from diagnose.engine.run_state import VARIANT_NICE
 from diagnose.runs.runner.scripted import ScriptedRunner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Session, StageResult
@@ -338,6 +339,9 @@ def test_round9s_first_wave_has_every_remover_and_both_likely_combinations_besid
     assert "warm container" not in first
     assert s.verdict.status == Status.CRASH and s.causes[0].suspects == ["graph_capture", "compile_mode"]
     assert len([r for r in s.runs if r.role == Role.COMBINATION]) == 2     # the search asked for nothing else
+    # the variants yield the CPU to the baseline
+    assert {j["nice"] for j in runner.jobs if j["role"] == "baseline"} == {0}
+    assert {j["nice"] for j in runner.jobs if j["role"] in ("single", "combination")} == {VARIANT_NICE}
     # started before the baseline failed in test, a combination still runs nothing past it
     assert not [j for j in runner.jobs if j["role"] == "combination" and j["stages"][0] in ("benchmark", "leaderboard")]
 

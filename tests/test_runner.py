@@ -113,3 +113,22 @@ def test_real_torch_compile_time_is_split_by_phase():
     assert fc["compile_s"] > 0.5 * fc["total_s"]   # the first call is mostly compiling
     assert abs(fc["compile_s"] + fc["capture_s"] + fc["rest_s"] - fc["total_s"]) < 0.01
     json.dumps(st.compile)
+
+
+def test_a_variant_runs_niced_and_so_do_the_processes_it_starts(tmp_path):
+    """A toggle beside the baseline yields the CPU to it: its process and what that process starts run at the
+    niceness the engine gave the job; a job with none runs at this process's own."""
+    import os
+    import sys
+    from diagnose.runs.runner.child import Limits
+    from diagnose.runs.runner.isolate import run_child
+    # (a moment's sleep first: the niceness is set as the process starts, not before its first instruction)
+    code = ("import os, subprocess, sys, time; time.sleep(0.5); print(os.nice(0)); "
+            "print(subprocess.run([sys.executable, '-c', 'import os; print(os.nice(0))'], capture_output=True, "
+            "text=True).stdout.strip())")
+    own = os.nice(0)
+    for nice, want in ((5, own + 5), (0, own)):
+        res = run_child([sys.executable, "-c", code], cwd=str(tmp_path), env=dict(os.environ),
+                        stacks_path=str(tmp_path / f"s{nice}.txt"), limits=Limits(60.0, None), nice=nice)
+        assert res.exit_code == 0, res.stderr_tail
+        assert res.stdout_tail.split() == [str(min(want, 19))] * 2, (nice, res.stdout_tail)

@@ -210,7 +210,9 @@ def prepare(i: Inputs) -> Prepared:
                                # what the harness writes into the container before each stage
                                "files": sorted(stage_files(t, sub.source))}},
         scan=scan_source(sub.source, sub.tree).to_list())
-    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "")
+    from diagnose.engine.run_state import VARIANT_NICE
+    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "") + \
+        (f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" if jobs > 1 else "")
     return Prepared(sub=sub, settings=settings, session=session)
 
 

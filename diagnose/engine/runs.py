@@ -7,7 +7,7 @@ import hashlib
 import itertools
 import threading
 
-from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, RunState
+from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, VARIANT_NICE, RunState
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
 from diagnose.runs.settings import Settings
@@ -187,7 +187,7 @@ class RunPool:
         st.next += 1
         solo = run.role == Role.CONFIRM or stage in self.settings.solo_stages
         job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo,
-                  memo=st.memo)
+                  memo=st.memo, nice=VARIANT_NICE if run.role in (Role.SINGLE, Role.COMBINATION) else 0)
         prio = self._priority(st, stage)
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():

@@ -26,6 +26,7 @@ class Job:
     warm_from: str | None = None                      # start from this run's whole container (the cache probe)
     solo: bool = False                                # no other run may be alive meanwhile
     memo: list = field(default_factory=list)          # a tuning run: the dicts whose contents to report
+    nice: int = 0                                     # CPU niceness for its processes (a variant beside the baseline)
 
 
 class Runner(Protocol):

@@ -49,14 +49,20 @@ become_subreaper()
 
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
-              on_event=None, others=None, report: bool = False, linger: bool = False) -> ChildResult:
+              on_event=None, others=None, report: bool = False, linger: bool = False, nice: int = 0) -> ChildResult:
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
     a descriptor for a problem evaluator's own report, read back into ChildResult.report; `linger` leaves
-    what the process started alive at its end (ChildResult.lingering), as a harness container does."""
+    what the process started alive at its end (ChildResult.lingering), as a harness container does; `nice`
+    lowers its CPU priority (and its descendants', who inherit it) so that it yields the CPU to the baseline."""
     ensure_keeper()
     child = _Child(stacks_path, limits, arbiter, owner, stop, on_event, report)
     child.spawn(argv, cwd, env)
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, child.proc.pid, nice)
+        except OSError:
+            pass
     try:
         child.watch_until_end(others)
         rc = child.end(linger)

@@ -33,7 +33,7 @@ class ScriptedRunner:
             self._active.add(run.id)
             self.jobs.append({"run": run.id, "role": str(run.role), "toggle": run.toggle, "stages": list(job.stages),
                               "solo": job.solo, "beside": beside, "watch": list(job.watch),
-                              "warm_from": job.warm_from})
+                              "warm_from": job.warm_from, "nice": job.nice})
         try:
             planned = {s.name: s for s in (self.script(run, job.source) if self.with_source else self.script(run))}
             for name in job.stages:

@@ -235,7 +235,7 @@ class StageRunner:
             child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
                               limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
                               stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
-                              report=evaluated, linger=True)
+                              report=evaluated, linger=True, nice=job.nice)
             if child.lingering is not None:
                 with self._lock:
                     self._lingering.setdefault(run.id, []).append(child.lingering)
