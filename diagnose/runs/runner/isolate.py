@@ -46,7 +46,6 @@ REPORT_CAP = 256 * 1024           # what a problem's evaluator writes to its rep
 become_subreaper()
 
 
-
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
               on_event=None, others=None, report: bool = False, linger: bool = False, nice: int = 0) -> ChildResult:
