@@ -273,7 +273,7 @@ def _plain(x):
     t = type(x)
     if t is str or t is int or t is float or t is bool or x is None:
         return x
-    if t is dict or (isinstance(x, dict) and not isinstance(x, enum.Enum)):
+    if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
     if t is list or t is tuple:
         return [_plain(v) for v in x] if t is list else tuple(_plain(v) for v in x)

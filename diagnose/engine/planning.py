@@ -112,8 +112,7 @@ class Planner:
         try:
             source = self._combined(keep, removers)
         except Exception:  # noqa: BLE001 - a toggle that cannot apply to this combination: it tells nothing
-            import traceback
-            self.pool.errors.append(traceback.format_exc())
+            self.pool.fail()
             return None
         base = self.session.baseline
         failed = base.failed_stage if base is not None and self.pool.done(base) else None

@@ -18,7 +18,6 @@ from probes import deciding
 from probes.base import WARM
 
 
-
 class RunPool:
     """Runs and their scheduling: launch (or answer from an identical run), wait, decided. The engine's
     planning, conclusions and preflight, and bisect's edit search, all work through this API; its state is
@@ -234,9 +233,8 @@ class RunPool:
         try:
             self.runner.execute(job, self._stage_done, self.stop)
         except Exception as e:  # noqa: BLE001 - a bug of ours: say so on the run, keep the rest going
-            import traceback
             msg = f"{type(e).__name__}: {e}"
-            self.errors.append(traceback.format_exc())
+            self.fail()
             st.run.outcome, st.run.note = Status.INCOMPLETE, f"diagnose failed on this run (a bug in diagnose): {msg}"
             st.next = len(st.stages)
         finally:

@@ -180,7 +180,7 @@ class ProcessTree:
             # a direct child of ours: a run's worker, the keeper, or an orphan re-parented to us (the workers are
             # subreapers too, so a submission's orphans reach us only once its worker is gone)
             seen = (pid, table.start.get(pid))
-            if seen in self._foreign or pid in self._start and self._start[pid] == seen[1]:
+            if seen in self._foreign or self._known(table, pid):
                 continue
             try:
                 c = psutil.Process(pid)
@@ -193,10 +193,14 @@ class ProcessTree:
             except (psutil.Error, OSError):
                 continue
 
-    def _add_pid(self, table: "ProcessTable", pid: int) -> None:
+    def _known(self, table: "ProcessTable", pid: int) -> bool:
+        """Added already, with the same start time (a reused pid is another process)."""
         start = table.start.get(pid)
-        if start is not None and self._start.get(pid) == start:
-            return      # seen already (the same start time: not a reused pid)
+        return start is not None and self._start.get(pid) == start
+
+    def _add_pid(self, table: "ProcessTable", pid: int) -> None:
+        if self._known(table, pid):
+            return
         try:
             self._add(psutil.Process(pid))
             self._start[pid] = table.start.get(pid)

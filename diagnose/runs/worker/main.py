@@ -235,6 +235,7 @@ def _setup(spec: WorkerSpec, ch, lock, report_fd):
 def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
     """The stage itself; then the stage's end as the harness's process ends it."""
     pid, torch, ins, guard, evaluator = os.getpid(), ctx.torch, ctx.ins, ctx.guard, spec.evaluated
+    pooled = spec.stage != "compile" and not evaluator     # the built-in model's stage: its pool ends it
     from diagnose.runs.worker.stages import STAGE_FUNCS
     try:
         if evaluator:
@@ -253,13 +254,13 @@ def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
         guard.verify("when the stage failed")
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
                 traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
-        if spec.stage != "compile" and not evaluator:
+        if pooled:
             _terminated(ch, dog, 1)     # the exception reached the evaluator, which ends with the pool
         return 1
     ins.stop()
     guard.verify("at the end of the stage")
     ch.emit("stage_done", status=status, t=time.time())
-    if spec.stage != "compile" and not evaluator:
+    if pooled:
         _terminated(ch, dog, 0)
     # `python3 submission.py`, and a problem's own `python3 eval.py`: the interpreter's own exit, which waits
     # for non-daemon threads and runs atexit handlers
