@@ -342,6 +342,10 @@ def test_round9s_first_wave_has_every_remover_and_both_likely_combinations_besid
     # the variants yield the CPU to the baseline
     assert {j["nice"] for j in runner.jobs if j["role"] == "baseline"} == {0}
     assert {j["nice"] for j in runner.jobs if j["role"] in ("single", "combination")} == {VARIANT_NICE}
+    # and on a GPU they start once the baseline has its CUDA context, which its job says
+    assert {j["sets_device"] for j in runner.jobs if j["role"] == "baseline"} == {True}
+    assert {j["held_for_device"] for j in runner.jobs if j["role"] in ("single", "combination")} == {True}
+    assert not [j for j in runner.jobs if j["role"] not in ("single", "combination") and j["held_for_device"]]
     # started before the baseline failed in test, a combination still runs nothing past it
     assert not [j for j in runner.jobs if j["role"] == "combination" and j["stages"][0] in ("benchmark", "leaderboard")]
 
@@ -366,6 +370,14 @@ def _order_test(baseline_fails_in):
     base = next(j["run"] for j in runner.jobs if j["role"] == "baseline")
     bench = next(j for j in runner.jobs if j["toggle"] == "compile off" and j["stages"] == ["benchmark"])
     return base in bench["beside"]
+
+
+def test_on_a_cpu_no_variant_waits_for_the_baselines_device():
+    """The head start is for a GPU's contexts: on a CPU every variant starts with the baseline, as before."""
+    src = (Path(__file__).resolve().parent.parent / "examples" / "round9.py").read_text()
+    s, runner = diagnose(src, lambda run: [ok(n) for n in STAGES], jobs=4, gpu=False)
+    assert len({j["role"] for j in runner.jobs}) >= 2, runner.jobs
+    assert not [j for j in runner.jobs if j["held_for_device"] or j["sets_device"]]
 
 
 def test_fix_costing_waits_for_the_baseline_and_deciding_stages_do_not():

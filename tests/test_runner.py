@@ -132,3 +132,30 @@ def test_a_variant_runs_niced_and_so_do_the_processes_it_starts(tmp_path):
                         stacks_path=str(tmp_path / f"s{nice}.txt"), limits=Limits(60.0, None), nice=nice)
         assert res.exit_code == 0, res.stderr_tail
         assert res.stdout_tail.split() == [str(min(want, 19))] * 2, (nice, res.stdout_tail)
+
+
+def test_the_baselines_job_says_when_it_has_its_device_and_a_held_job_starts_no_process(tmp_path):
+    """A job's `device_up` is set as its process ends its device_init phase, long before its stage ends (here: a
+    40 s sleep at import); a job held by `start_after` starts no process and gives up when the diagnosis stops."""
+    task = load_task(None, "fp8-dual-gemm", small=True)
+    settings = Settings(task=task, stages=("test",), budgets=stage_budgets(90, {}), sample_repeats=2,
+                        sample_seconds=0.5)
+    runner = StageRunner(settings)
+    src = (FIXTURES / "sleep_import.py").read_text().replace("time.sleep(3)", "time.sleep(40)")
+    up, stop = threading.Event(), threading.Event()
+    base, held = Run(id="r0", probe=None), Run(id="r1", probe=None)
+    threads = [threading.Thread(target=runner.execute, args=(job, lambda r: None, stop)) for job in
+               (Job(base, src, ["test"], device_up=up), Job(held, src, ["test"], start_after=threading.Event()))]
+    try:
+        for t in threads:
+            t.start()
+        assert up.wait(35), "the device_init phase never ended"
+        assert threads[0].is_alive() and base.stages == []      # set by the phase, not by the stage's end
+        stop.set()
+        for t in threads:
+            t.join(60)
+        assert not any(t.is_alive() for t in threads)
+        assert held.stages == [] and runner.active_others("x") == []
+    finally:
+        stop.set()
+        runner.close()

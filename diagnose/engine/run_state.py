@@ -4,7 +4,8 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from diagnose.session import Run
+from diagnose.runs.runner import Job
+from diagnose.session import Role, Run
 
 BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs first (see core.py)
 # Toggles and combinations yield the CPU to the baseline, its repeats and the solo confirmations: beside 14 other
@@ -26,3 +27,16 @@ class RunState:
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     prior: str | None = None     # an identical variant's run: this one decides when that one does
+
+
+def job_for(st: RunState, stage: str, solo_stages, base_device: threading.Event | None) -> Job:
+    """The job that runs one stage of a run. On a GPU the variants start once the baseline's first process has its
+    CUDA context (`base_device`): 13 contexts made at once slowed Round 9's baseline by 4-5 s on an H100, which the
+    verdict waits for. The event comes with the baseline's first job, which sets it whatever happens, so that no
+    variant waits on a baseline that never runs."""
+    run = st.run
+    variant = run.role in (Role.SINGLE, Role.COMBINATION)
+    return Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from,
+               solo=run.role == Role.CONFIRM or stage in solo_stages, memo=st.memo,
+               nice=VARIANT_NICE if variant else 0, start_after=base_device if variant else None,
+               device_up=base_device if run.role == Role.BASELINE else None)

@@ -7,7 +7,7 @@ import hashlib
 import itertools
 import threading
 
-from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, VARIANT_NICE, RunState
+from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, RunState, job_for
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
 from diagnose.runs.settings import Settings
@@ -43,6 +43,7 @@ class RunPool:
         self._await_base: list = []                # combinations past their first stage, until the baseline ends
         self._changed = threading.Condition(self.lock)
         self.sched: Scheduler | None = None
+        self.base_device: threading.Event | None = None     # see run_state.job_for
 
     # -- the pool's life -------------------------------------------------------------------------------
     def open(self, reserve: int = 0) -> None:
@@ -184,9 +185,9 @@ class RunPool:
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
-        solo = run.role == Role.CONFIRM or stage in self.settings.solo_stages
-        job = Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from, solo=solo,
-                  memo=st.memo, nice=VARIANT_NICE if run.role in (Role.SINGLE, Role.COMBINATION) else 0)
+        if run.role == Role.BASELINE and self.settings.gpu and self.base_device is None:
+            self.base_device = threading.Event()     # see run_state.job_for
+        job = job_for(st, stage, self.settings.solo_stages, self.base_device)
         prio = self._priority(st, stage)
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():

@@ -27,6 +27,18 @@ class Job:
     solo: bool = False                                # no other run may be alive meanwhile
     memo: list = field(default_factory=list)          # a tuning run: the dicts whose contents to report
     nice: int = 0                                     # CPU niceness for its processes (a variant beside the baseline)
+    # The baseline's head start on a GPU: a variant's first process starts once `start_after` is set, which the
+    # baseline's job (`device_up`) sets as its first process has its CUDA context, or has ended.
+    start_after: threading.Event | None = None
+    device_up: threading.Event | None = None
+
+
+def wait_to_start(job: Job, stop: threading.Event) -> bool:
+    """Hold the job until its start_after is set; False when the diagnosis was stopped first."""
+    while job.start_after is not None and not job.start_after.wait(0.1):
+        if stop.is_set():
+            return False
+    return True
 
 
 class Runner(Protocol):

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+from diagnose.runs.runner import wait_to_start
 from diagnose.session import StageResult
 from diagnose.status import ENDS_RUN, Status
 
@@ -28,12 +29,17 @@ class ScriptedRunner:
 
     def execute(self, job, on_stage, stop: threading.Event) -> None:
         run = job.run
+        if job.device_up is not None:       # a scripted process has its device at once
+            job.device_up.set()
+        if not wait_to_start(job, stop):
+            return
         with self._lock:
             beside = sorted(self._active)
             self._active.add(run.id)
             self.jobs.append({"run": run.id, "role": str(run.role), "toggle": run.toggle, "stages": list(job.stages),
                               "solo": job.solo, "beside": beside, "watch": list(job.watch),
-                              "warm_from": job.warm_from, "nice": job.nice})
+                              "warm_from": job.warm_from, "nice": job.nice,
+                              "held_for_device": job.start_after is not None, "sets_device": job.device_up is not None})
         try:
             planned = {s.name: s for s in (self.script(run, job.source) if self.with_source else self.script(run))}
             for name in job.stages:

@@ -24,7 +24,7 @@ from pathlib import Path
 from diagnose.runs import harness
 from diagnose.runs.protocol import Depth, WorkerSpec
 from diagnose.runs.settings import Settings
-from diagnose.runs.runner import TOOL_ROOT, Job
+from diagnose.runs.runner import TOOL_ROOT, Job, wait_to_start
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
 from diagnose.runs.runner.child import Limits, describe_process
@@ -136,6 +136,8 @@ class StageRunner:
     # -- the Runner interface ----------------------------------------------------------------------
     def execute(self, job: Job, on_stage, stop: threading.Event) -> None:
         run, s = job.run, self.settings
+        if not wait_to_start(job, stop):
+            return
         box = self.container(run.id, job.warm_from)
         gpu = self._gpu_of[run.id]
         env = child_env(box, gpu)
@@ -160,6 +162,8 @@ class StageRunner:
             last = next((st for st in reversed(run.stages) if st.status != Status.SKIPPED), None)
             if ended and last is not None:
                 last.state["outlived"] = ended
+            if job.device_up is not None:
+                job.device_up.set()
         if run.stages:
             on_stage(run)
 
@@ -227,6 +231,8 @@ class StageRunner:
         spec_path.write_text(spec.to_json())
 
         def tagged(ev):
+            if job.device_up is not None and ev.get("k") == "end" and ev.get("name") == "device_init":
+                job.device_up.set()
             if self.on_event:
                 self.on_event(run, what, ev)
         with self._lock:
