@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -26,8 +27,8 @@ KEEPER_TAG = "diagnose-keeper"     # in its command line: it lives as long as th
 
 
 _KEEPER_SRC = """
-import glob, os, shutil, signal, sys, tempfile, time
-p = int(sys.argv[1])
+import glob, os, shutil, signal, sys, time
+p, tmp = int(sys.argv[1]), sys.argv[3]
 while os.getppid() == p:
     try:
         with open(f"/proc/{p}/stat") as fh:
@@ -37,7 +38,7 @@ while os.getppid() == p:
         break
     time.sleep(0.1)
 for _ in range(3):
-    left = glob.glob(os.path.join(tempfile.gettempdir(), sys.argv[2] + str(p) + "-*"))
+    left = glob.glob(os.path.join(tmp, sys.argv[2] + str(p) + "-*"))
     if not left:
         break
     for d in left:
@@ -56,8 +57,10 @@ def ensure_keeper() -> None:
         if _keeper is not None and _keeper.poll() is None:
             return
         try:
+            # our temporary root, as we see it: the keeper's own tempfile.gettempdir() would first probe it
+            # with a file of a random name, which a listing of TMPDIR at our exit saw (a test's flake)
             _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX,
-                                        KEEPER_TAG],
+                                        tempfile.gettempdir(), KEEPER_TAG],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:
