@@ -275,13 +275,15 @@ def _plain(x):
         return x
     if isinstance(x, dict):
         return {k: _plain(v) for k, v in x.items()}
-    if t is list or t is tuple:
-        return [_plain(v) for v in x] if t is list else tuple(_plain(v) for v in x)
+    if isinstance(x, list):
+        return [_plain(v) for v in x]
+    if t is tuple:
+        return tuple(_plain(v) for v in x)
     if isinstance(x, enum.Enum):
         return x.value
     if is_dataclass(x) and not isinstance(x, type):
         return {f.name: _plain(getattr(x, f.name)) for f in fields(x)}
-    return [_plain(v) for v in x] if isinstance(x, list) else x
+    return x
 
 
 def union_seconds(spans: list[tuple[float, float]]) -> float:

@@ -212,8 +212,8 @@ def prepare(i: Inputs) -> Prepared:
         scan=scan_source(sub.source, sub.tree).to_list())
     from diagnose.engine.run_state import VARIANT_NICE
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "") + \
-        (f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" if jobs > 1 else "") + \
-        ("; they start once the baseline has its CUDA context" if jobs > 1 and gpu else "")
+        ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +
+          ("; they start once the baseline has its CUDA context" if gpu else "")) if jobs > 1 else "")
     return Prepared(sub=sub, settings=settings, session=session)
 
 
