@@ -59,6 +59,7 @@ class StageResult:
     phase: str | None = None    # where it failed or was stopped
     message: str = ""
     site: dict | None = None    # {file, line, func, code} in the submission
+    lost_worker: dict | None = None   # {how, phase}: the pool worker died, so the harness waits (runs/harness.py)
     exit_code: int | None = None
     signal: str | None = None
     killed: str | None = None   # deadline | max_rss | interrupted | parent

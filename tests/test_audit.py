@@ -114,6 +114,16 @@ def _broken():
     s = interaction_session()     # the fix's run imported a helper from a path on this machine
     s.run(s.fix.run).stages[0].state = {"outside": [{"op": "read", "path": "/home/me/dev/helper.py"}]}
     out.append(("outside-state", s))
+
+    s = interaction_session()     # said to have lost its pool worker, but it raised an Exception the pool hands back
+    st = s.run("r3").failed_stage
+    st.status, st.lost_worker, st.exit_code = Status.TIMEOUT, {"how": "signal SIGSEGV", "phase": st.phase}, 1
+    st.events = [{"k": "exception", "type": "RuntimeError", "escapes": False}]
+    out.append(("lost-worker", s))
+
+    s = interaction_session()     # killed by a signal in its first call, in the pool worker, and called a crash
+    s.run("r3").failed_stage.signal = "SIGSEGV"
+    out.append(("lost-worker", s))
     return out
 
 
@@ -161,13 +171,13 @@ def test_a_failure_that_only_came_later_is_no_fix():
     assert "only later (benchmark/" in why and "fixes nothing" in why
 
 
-@pytest.mark.parametrize("rule,s", _broken(), ids=[r for r, _ in _broken()])
+@pytest.mark.parametrize("rule,s", _broken(), ids=[f"{r}-{i}" for i, (r, _) in enumerate(_broken())])
 def test_each_rule_is_caught_when_broken(rule, s):
     assert rule in rules(s), [str(f) for f in audit(s)]
 
 
 def test_every_rule_has_a_case():
-    assert sorted(r for r, _ in _broken()) == sorted(RULES)
+    assert sorted({r for r, _ in _broken()}) == sorted(RULES)
 
 
 def test_a_compile_that_never_happened_cannot_clear_compile_mode():

@@ -25,14 +25,17 @@ H = FIXTURES / "hostile"
 
 # fixture, status, stage, message fragment, line marker in the source (or None), also through `check`
 CASES = [
-    ("exit0_at_import.py", "crash", "test", "SystemExit: 0", None, False),
-    ("raise_systemexit.py", "crash", "test", "SystemExit", None, False),
+    # the submission is imported and called in eval.py's pool worker: a worker that dies there (not an Exception
+    # the pool hands back) leaves its task unanswered, and the harness's stage times out
+    ("exit0_at_import.py", "timeout", "test", "SystemExit: 0 ended the evaluator's pool worker", "EXIT-LINE", False),
+    ("raise_systemexit.py", "timeout", "test", "SystemExit ended the evaluator's pool worker", "EXIT-LINE", False),
     # the compile step before the stage fails the same way, and decides nothing: the stage's own import does
-    ("os_exit_at_import.py", "crash", "test", "exit code 3", None, False),
+    ("os_exit_at_import.py", "timeout", "test", "exit code 3 ended the evaluator's pool worker", None, False),
     ("loop_at_import.py", "timeout", "test", "budget", "IMPORT-LOOP", True),
-    ("segfault_at_import.py", "crash", "test", "signal SIGSEGV", "SEGV-LINE", False),
-    ("segfault_own_faulthandler.py", "crash", "test", "signal SIGSEGV", "SEGV-LINE", False),
-    ("sigkill_self.py", "crash", "test", "signal SIGKILL", None, False),
+    ("segfault_at_import.py", "timeout", "test", "signal SIGSEGV ended the evaluator's pool worker", "SEGV-LINE",
+     False),
+    ("segfault_own_faulthandler.py", "timeout", "test", "signal SIGSEGV ended", "SEGV-LINE", False),
+    ("sigkill_self.py", "timeout", "test", "signal SIGKILL ended the evaluator's pool worker", None, False),
     ("sleep_in_c.py", "timeout", "test", "budget", "SLEEP-LINE", False),
     ("deadlock.py", "timeout", "test", "budget", "DEADLOCK-LINE", False),
     ("main_hangs_helper_busy.py", "timeout", "test", "budget", "MAIN-LINE", False),   # the main thread's line
@@ -181,6 +184,23 @@ def test_a_script_that_never_exits_only_costs_its_compile_step(outcomes, name, m
     step = s["runs"][0]["stages"][0]["compile_step"]
     assert (step["status"], step["phase"]) == ("timeout", "interpreter_exit")
     assert "did not exit" in step["message"] and step["site"]["line"] == marker_line(name, marker)
+
+
+DEAD_WORKERS = ["exit0_at_import.py", "raise_systemexit.py", "os_exit_at_import.py", "segfault_at_import.py",
+                "segfault_own_faulthandler.py", "sigkill_self.py"]
+
+
+@pytest.mark.parametrize("name", DEAD_WORKERS)
+def test_a_dead_pool_worker_is_the_harness_timeout_and_not_slow_work(outcomes, name):
+    """The harness waits out the budget for a task whose worker died; the tool does not, and needs no rerun
+    to say so: the answer does not depend on time."""
+    s = json.loads((outcomes[name]["dir"] / "run" / "session.json").read_text())
+    st = s["runs"][0]["stages"][-1]
+    assert st["lost_worker"]["phase"] in ("submission_import", "first_call:64x128x256"), st["lost_worker"]
+    assert st["wall_s"] < RUN_BUDGET and [r["role"] for r in s["runs"]] == ["baseline"]
+    cause = s["causes"][0]
+    assert cause["kind"] == "bug" and cause["narrative"].startswith("Not slow work: "), cause
+    assert "never answers a task whose worker died" in cause["narrative"]
 
 
 def test_hostile_text_is_printed_as_itself(outcomes):

@@ -32,6 +32,8 @@ Rules (the ids are stable: they are what a finding is reported under):
   figure-equal     a figure a conclusion states (seconds saved, a fix's µs per call) is what its runs give
   outside-state    a verdict of OK, a verified fix and "not the cause" never rest on a run that read state from
                    outside its container (this machine's files, which no harness container has)
+  lost-worker      a timeout because the evaluator's pool worker died needs the built-in evaluator, a phase of
+                   its pool worker and a process that died there; a death there is that timeout, not a crash
 
 Each finding names the claim (claims.py) it is about by the claim's key.
 """
@@ -39,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.analysis.carried import depends_on_machine
+from diagnose.analysis.audit_runs import lost_workers, outside
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
 from diagnose.analysis.comparison import compare, passed_all, seconds_saved
 from diagnose.analysis.unfixed import variant_runs
@@ -50,7 +52,7 @@ from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
          "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
-         "cause-unchanged", "cleared-same", "figure-equal", "outside-state")
+         "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "lost-worker")
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
 
@@ -270,24 +272,12 @@ def _fix_figures(s: Session) -> list[Finding]:
     return out
 
 
-def _outside(s: Session) -> list[Finding]:
-    out = []
-    said = [("verdict", s.verdict.runs if s.verdict.status == Status.OK else [])]
-    said += [("fix", [s.fix.run] if s.fix else [])] + [(cleared_key(c.probe), c.evidence) for c in s.cleared]
-    for key, runs in said:
-        for r in (s.run(x) for x in runs):
-            machine = depends_on_machine(r)
-            if machine:
-                out.append(Finding("outside-state", key, f"{r.id} depends on {machine}, read from outside its "
-                                                         f"container"))
-    return out
-
-
 def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
     claims = derive(s) if claims is None else claims
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
-            _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) + _outside(s))
+            _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) +
+            [Finding(*f) for f in outside(s) + lost_workers(s, claims)])
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:

@@ -38,6 +38,8 @@ def judged_seconds(st: StageResult) -> float:
 
 def doubt(st: StageResult) -> str | None:
     """Why this stage's time-based status might not hold on a quiet machine, or None."""
+    if st.lost_worker:
+        return None     # a dead pool worker's task is never answered: no amount of time changes that
     c = st.contention
     floor = noise_floor(st.budget_s)
     if st.status in (Status.TIMEOUT, Status.AT_RISK):

@@ -27,16 +27,17 @@ def _user_site(session: Session, site: dict | None) -> dict | None:
 def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     st = base.failed_stage
     site = _user_site(session, st.site)
+    conf, confirmed = confidence_of(session, [base])
+    if st.lost_worker:      # a death, whatever any variant did: no time-based reading applies
+        return _lost_worker(session, base, site, conf, confirmed)
     moved = next((r for r in single_runs(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
                   and failure_point(r) and is_later(failure_point(r), failure_point(base))), None)
-    conf, confirmed = confidence_of(session, [base])
     lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
     if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
         return Cause(rank=0, suspects=["extension_build"], kind=CauseKind.STALE_LOCK, confidence=conf,
-                     changes_outcome=False,
+                     changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed,
                      narrative=f"{lock[0].upper()}{lock[1:]}. The harness's compile step exists to pre-build "
-                               f"extensions for the stage; a build longer than its limit never gets there.",
-                     evidence=[base.id], site=site, confirmed=confirmed)
+                               f"extensions for the stage; a build longer than its limit never gets there.")
     hot = hotspots.hot_spot(session, base) if st.status == Status.TIMEOUT else None
     owner = hotspots.owner_probe((hot or {}).get("mechanism"))
     if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
@@ -60,7 +61,6 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
                      f"accounts for it.{inside}")
-        conf, confirmed = confidence_of(session, [base])
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
@@ -84,6 +84,22 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
                      f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     return _in_the_code(session, base, site, conf, confirmed, none)
+
+
+def _lost_worker(session: Session, base: Run, site: dict | None, conf, confirmed: bool) -> Cause:
+    """A timeout that is a death: the evaluator's pool worker died, and the harness waits for its task."""
+    st = base.failed_stage
+    how, phase = st.lost_worker["how"], st.lost_worker["phase"]
+    where = f" at line {site['line']}" if site else ""
+    at = "at that line" if site else "where it ends the process"
+    narrative = (f"Not slow work: {how} ended the evaluator's pool worker{where} in {st.name} ({phase}), "
+                 f"{st.wall_s:.1f} s in. The harness's eval.py runs each case in a multiprocessing.Pool worker, and "
+                 f"the pool never answers a task whose worker died, so the stage waits out its {st.budget_s:g} s "
+                 f"and is reported as timed out. The fix is {at}: return, or raise an Exception (which the harness "
+                 f"reports as a crash with its message), instead of ending the process; {tried(session)}.")
+    return Cause(rank=0, suspects=[], kind=CauseKind.BUG, confidence=conf if site else Confidence.MEDIUM,
+                 narrative=narrative, changes_outcome=False, evidence=[base.id], site=site, confirmed=confirmed)
+
 
 def _in_the_code(session: Session, base: Run, site: dict | None, conf, confirmed: bool, none: str):
     """No suspect and no rule accounts for it: the code itself, at its line (a wrong result at the line that

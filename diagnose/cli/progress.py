@@ -151,7 +151,9 @@ class PlainProgress(Progress):
         msg = f": {st.message[:160]}" if st.message and str(st.status) != "ok" else ""
         c = st.compile_step
         step = f" (after its compile step: {c.status} in {c.wall_s:.1f} s)" if c is not None else ""
-        self._line(f"{run.id} {_label(run)} · {st.name} {st.status} in {st.wall_s:.1f} s{budget}{msg}{step}")
+        when = (f"in {st.wall_s:.1f} s{budget}" if not st.lost_worker else
+                f"when its pool worker died, {st.wall_s:.1f} s in (the harness waits out all{budget})")
+        self._line(f"{run.id} {_label(run)} · {st.name} {st.status} {when}{msg}{step}")
 
     def run_done(self, run) -> None:
         self._line(f"{run.id} done: {run.outcome} ({self.counts()})")

@@ -13,6 +13,8 @@ from diagnose.status import Status
 
 def stage_table(st: StageResult, s: Session) -> list[str]:
     head = f"### {st.name}: {st.status}, {st.charged_s:.2f} s of {st.budget_s:.0f} s"
+    if st.lost_worker:
+        head += " (its pool worker died there; the harness waits out the budget)"
     if st.predicted_s is not None and st.timing:
         head += f", predicted {st.predicted_s:.1f} s"
         if st.predicted_range:

@@ -23,6 +23,25 @@ DEFAULT_BUDGET_S = 180.0          # test, benchmark, leaderboard
 RUNNER_ALLOWANCE = 0.2
 WIDE_MARGIN = 0.5
 
+# The built-in model's evaluator (eval_better_bench.py) imports torch and the reference itself, then runs each case
+# in its spawned multiprocessing.Pool worker: the submission's import, the input, the call and the check. The pool
+# hands back a task's Exception; a worker that dies instead (SystemExit, KeyboardInterrupt, os._exit, a signal)
+# leaves its task unanswered, and `pool.apply` waits for it until the stage's timeout.
+EVALUATOR_PHASES = ("torch_import", "device_init", "reference_import")
+
+
+def in_pool_worker(stage: str, phase: str | None, evaluated: bool) -> bool:
+    """Whether the built-in model runs this phase of a stage in the evaluator's pool worker. A problem's own
+    eval.py runs for real, and its pool (if it has one) does what it does."""
+    return not evaluated and stage in JUDGED and bool(phase) and phase.split(":")[0] not in EVALUATOR_PHASES
+
+
+def lost_task(how: str, phase: str, budget_s: float) -> str:
+    """The message of a stage whose pool worker died: the timeout the harness would report, and why."""
+    return (f"{how} ended the evaluator's pool worker in {phase}: multiprocessing.Pool never answers a task whose "
+            f"worker died, so the harness's stage waits until its {budget_s:g} s timeout")
+
+
 INPUTS_PER_CASE = 50              # inputs generated per benchmark case (seed + 42 * i)
 CALLS_PER_REPEAT = 50             # CUDA events around 50 back-to-back calls
 REL_ERROR_TARGET = 0.001          # stop when std / sqrt(n) / mean < this

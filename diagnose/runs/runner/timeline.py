@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import os
 
+from diagnose.runs.harness import in_pool_worker, lost_task
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy, undouble
 from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report,
@@ -211,6 +212,8 @@ def _judge_ended(st: StageResult, child: ChildResult, v: _Seen, submission_file:
             frames_from_text(v.exc.get("traceback", "")), submission_file)
         msg = v.exc["message"].strip().splitlines()[0] if v.exc["message"].strip() else ""
         st.message = f"{v.exc['type']}: {msg}" if msg else v.exc["type"]
+        if v.exc.get("escapes") is True and in_pool_worker(st.name, st.phase, evaluated):
+            _lost(st, st.message)
     elif v.werr:
         st.status, st.phase = Status.CRASH, v.innermost_open
         st.message = f"the worker failed before the stage: {v.werr['type']}: {v.werr['message']}"
@@ -242,6 +245,15 @@ def _judge_ended(st: StageResult, child: ChildResult, v: _Seen, submission_file:
         # a submission that enabled faulthandler itself sends the fatal-signal dump to stderr, not to us
         st.site = stack_site(child.stacks, submission_file) or stack_site(child.stderr_tail, submission_file)
         st.message = f"the process ended ({v.how}) {_where(st.phases, v.innermost_open)} without finishing the stage"
+        if in_pool_worker(st.name, st.phase, evaluated):
+            _lost(st, v.how)
+
+
+def _lost(st: StageResult, how: str) -> None:
+    """The built-in model's pool worker died where the harness's would have: the harness never gets the task's
+    answer and reports the stage timed out. Ours ended at once; the message says what the harness would do."""
+    st.status, st.lost_worker = Status.TIMEOUT, {"how": how, "phase": st.phase}
+    st.message = lost_task(how, st.phase, st.budget_s)
 
 
 def _where(phases: list[Phase], innermost_open: str | None) -> str:

@@ -252,8 +252,10 @@ def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
         if reason:
             ch.emit("needs_gpu", reason=reason)
         guard.verify("when the stage failed")
+        # escapes: the evaluator's pool hands back only an Exception; anything else ends its worker
         ch.emit("exception", phase=open_phase, type=type(e).__name__, message=str(e)[:4000],
-                traceback="".join(traceback.format_exception(e))[-20000:], frames=frames)
+                traceback="".join(traceback.format_exception(e))[-20000:], frames=frames,
+                escapes=not isinstance(e, Exception))
         if pooled:
             _terminated(ch, dog, 1)     # the exception reached the evaluator, which ends with the pool
         return 1
