@@ -27,6 +27,7 @@ example() {   # committed example reports: the command that makes each
     reduce-overhead-capture) echo "run tests/fixtures/gpu/reduce_overhead_capture.py --stages test" ;;
     named-warmup-capture) echo "run tests/fixtures/gpu/named_warmup_capture.py --stages test --budget 20" ;;
     gpu-hang) echo "run tests/fixtures/gpu/gpu_hang.py --probes none --stages test --budget 25" ;;
+    pool-worker-exit) echo "run tests/fixtures/gpu/pool_worker_exit.py --stages test" ;;
     inline-cuda|inline-cuda-again) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --probes none" ;;
     inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --compile-budget 20 --budget 45" ;;
     inline-cuda-covered) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --budget 45" ;;
