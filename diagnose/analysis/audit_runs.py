@@ -32,7 +32,9 @@ def lost_workers(s: Session, claims: list) -> list[tuple[str, str, str]]:
     which = "its own" if evaluated else "the built-in"
     for r in s.runs:
         keys = [c.key for c in claims if r.id in c.runs and "lost-worker" in c.rules]
-        for st in r.stages if keys else []:
+        if not keys:
+            continue    # no printed claim rests on this run
+        for st in r.stages:
             died, lost = _died(st), st.lost_worker
             if lost and not (st.status == Status.TIMEOUT and died
                              and in_pool_worker(st.name, lost.get("phase"), evaluated)):
@@ -56,6 +58,5 @@ def outside(s: Session) -> list[tuple[str, str, str]]:
         for r in (s.run(x) for x in runs):
             machine = depends_on_machine(r)
             if machine:
-                out.append(("outside-state", key, f"{r.id} depends on {machine}, read from outside its "
-                                                         f"container"))
+                out.append(("outside-state", key, f"{r.id} depends on {machine}, read from outside its container"))
     return out
