@@ -89,6 +89,7 @@ class Compared(Word):
     MOVED = "moved"          # the same kind of failure, at a later stage
     DIFFERENT = "different"  # another failure at the same point
     BROKEN = "broken"        # the edit broke the program
+    THIN = "thin"            # passed, but within the noise of a budget: at risk, not a fix
     UNKNOWN = "unknown"      # the runs cannot tell
 
 

@@ -22,7 +22,7 @@ INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  "changes on every call",
                  describe="Triton's autotuner compiling and timing every config at run time", sites=("autotune",),
                  needs_baseline=True, ranks={"pinned": 2, "key without": 3},
-                 mechanisms=("triton_autotune",))
+                 mechanisms=("triton_autotune",), takes_away="autotune")
 CHURN = 0.8     # a key argument with a new value on at least this share of the calls retunes on (almost) every call
 
 

@@ -12,7 +12,7 @@ from probes.base import ABSENT, NOT_APPLICABLE, RUN, WARM, Plan, PlanContext, Pr
 INFO = ProbeInfo("cache", "a cold container: empty compile caches, no built extensions, no kept state",
                  "compile records and files the baseline run wrote", "warm container (a copy of the baseline's)",
                  describe="an empty container (cold caches, nothing built)", sites=("compile",),
-                 needs_baseline=True, fixes=False, bisect=False)
+                 needs_baseline=True, fixes=False, bisect=False, takes_away="switch")
 
 
 def _kept(run) -> int:

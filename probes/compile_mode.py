@@ -25,7 +25,7 @@ INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",
                  describe="torch.compile (its mode, or compiling at all)", sites=("compile", "config"),
                  ranks={"compile off": 0, "no CUDA graphs": 2, "no-cudagraphs": 2, "cudagraphs off": 2},
                  seen=observed.frames_compiled,
-                 mechanisms=("inductor_autotune",))
+                 mechanisms=("inductor_autotune",), takes_away="compile")
 
 # Modes that record CUDA graphs (cudagraph trees), and the same mode without them.
 RECORDS_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}

@@ -24,7 +24,7 @@ INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc)
                  "(a build on first use moved where the compile step builds it)",
                  describe="a C++/CUDA extension build (ninja, nvcc)", sites=("extension",), needs_baseline=True,
                  bisect=False, ranks={"only cost build time": 2, "architecture only": 2, "built at import": 3},
-                 mechanisms=("extension_build", "lock_wait:build"))
+                 mechanisms=("extension_build", "lock_wait:build"), takes_away="builds")
 
 BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
               "--resource-usage", "-keep", "--keep"}

@@ -13,7 +13,7 @@ INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile",
                  "compile calls of the baseline with fullgraph=True; before it ran, the compile sites in the source",
                  "fullgraph=True -> False", describe="fullgraph=True", sites=("compile",),
                  requires=("compile_mode",),
-                 seen=observed.frames_compiled)
+                 seen=observed.frames_compiled, takes_away="compile")
 
 
 def off(source: str) -> str:

@@ -20,7 +20,7 @@ INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions"
                  "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside",
                  describe="an outer CUDA graph capture around a compiled function", sites=("capture",),
                  requires=("compile_mode",),
-                 seen=lambda run: observed.outer_captures(run) > 0)
+                 seen=lambda run: observed.outer_captures(run) > 0, takes_away="captures")
 
 HELPER = '''
 

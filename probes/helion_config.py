@@ -26,7 +26,7 @@ INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a co
                  "pin the configs a tuning run found, per shape: into the file's per-shape table, else config= or "
                  "configs= on the decorator",
                  describe="Helion's autotuner searching for a config at run time", sites=("helion",),
-                 needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",))
+                 needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",), takes_away="helion")
 DISALLOWED = "AutotuningDisallowedInEnvironment"
 
 

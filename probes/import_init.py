@@ -19,7 +19,7 @@ from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanCo
 INFO = ProbeInfo("import_init", "work done at import time",
                  "where the baseline's import time went, by module-level statement (the sampler)",
                  "defer to the first custom_kernel call", describe="work done at import", sites=("import_init",),
-                 needs_baseline=True, plans_early=True, moves_work=True)
+                 needs_baseline=True, plans_early=True, moves_work=True, takes_away="lines")
 FLAG = "_diagnose_init_done"
 MIN_S, MIN_SHARE = 0.25, 0.10
 

@@ -20,7 +20,7 @@ INFO = ProbeInfo("numerics", "numeric settings the reference computes under and 
                  "the settings seen while the reference and custom_kernel computed, in the baseline run",
                  "the reference's settings, set by the submission", needs_baseline=True, bisect=False,
                  describe="computing under other numeric settings than the reference (TF32, matmul precision, "
-                          "deterministic algorithms, default dtype)", sites=())
+                          "deterministic algorithms, default dtype)", sites=(), takes_away="numerics")
 
 STATEMENTS = {
     "cuda.matmul.allow_tf32": "torch.backends.cuda.matmul.allow_tf32 = {v!r}",

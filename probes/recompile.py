@@ -18,7 +18,7 @@ INFO = ProbeInfo("recompile", "recompiles per new shape or value",
                  describe="recompiling for every new shape or value", sites=("compile",), needs_baseline=True,
                  plans_early=True,
                  ranks={"dynamic=True": 3}, requires=("compile_mode",),
-                 seen=lambda run: bool(observed.recompile_records(run)))
+                 seen=lambda run: bool(observed.recompile_records(run)), takes_away="compile")
 
 
 def recompiles(run) -> list[dict]:

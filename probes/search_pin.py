@@ -19,7 +19,7 @@ INFO = ProbeInfo("search", "a search written by hand that times candidates at ea
                  "a loop that times candidates (do_bench, CUDA events, a clock) and stores into a module-level dict",
                  "pin what the search kept in a tuning run, per shape, as constants in that dict",
                  describe="a search written by hand, timing candidates at each new shape", sites=("search",),
-                 needs_baseline=True, ranks={"pinned": 2})
+                 needs_baseline=True, ranks={"pinned": 2}, takes_away="lines")
 
 
 def pin(source: str, name: str, text: str) -> str:

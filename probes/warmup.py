@@ -21,7 +21,7 @@ INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
                  "counts; before it has run, the static scan)", "N -> 1 | N -> 3",
                  describe="the warmup iteration count", sites=("warmup",),
-                 figures=lambda session: figures(session))
+                 figures=lambda session: figures(session), takes_away="lines", yields_to=("search",))
 
 
 def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = ()) -> str:
@@ -49,10 +49,14 @@ def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[s
 def _loops(ctx: PlanContext) -> tuple[dict[int, dict], list[str]]:
     """Warmup loops to toggle, by header line, with what was seen of each; and runtime loops that no
     edit can shorten."""
+    # a loop that times candidates and keeps the best is a search (its own probe pins it), not a warmup to cut
+    searches = {s.line for s in ctx.scan.of("search")}
     found = {s.line: {"count": s.details["count"], "count_text": s.details["count_text"], "from": "source"}
-             for s in ctx.scan.of("warmup")}
+             for s in ctx.scan.of("warmup") if s.line not in searches}
     cannot = []
     for w in observed.repeated_work(ctx.baseline, ctx.source) if ctx.baseline else []:
+        if w["line"] in searches:
+            continue
         lp = ctx.scan.loops.get(w["line"])
         if lp is not None and not lp["kernel_work"]:
             continue      # a hot loop that repeats no kernel work is not a warmup (see the hot spot)
@@ -100,7 +104,9 @@ def per_iteration(session) -> dict | None:
     base = session.baseline
     if not probe or base is None:
         return None
-    n_base = max(probe["evidence"].get("counts", {}).values(), default=None)
+    # a count written as a variable or a time bound is None: no number of iterations to fit a slope on
+    n_base = max((n for n in probe["evidence"].get("counts", {}).values() if isinstance(n, (int, float))),
+                 default=None)
     points = []
     for run in session.runs:
         if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):

@@ -43,10 +43,34 @@ def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, lock_w
     return st
 
 
+# What each probe's toggle takes away in SOURCE, as a run of the variant records it (analysis/effects.py measures
+# it against the baseline's record): the compile call's settings, the outer capture, the warmup loop's time at L8.
+_COMPILE = {"caller_file": "/c/r0/work/submission.py", "caller_line": 2, "target": "f", "via": "decorator"}
+_AFTER = {"compile_mode": {"mode": "default"}, "fullgraph": {"mode": "max-autotune", "fullgraph": False},
+          "recompile": {"mode": "max-autotune", "dynamic": True}}
+
+
+def _records(st: StageResult, gone: set, first: bool) -> None:
+    """The records a stage of SOURCE leaves, with the suspects in `gone` taken away (none: the baseline's)."""
+    kw = {"mode": "max-autotune"}
+    for p in sorted(gone & set(_AFTER)):
+        kw.update(_AFTER[p])
+    st.compile_calls = [{**_COMPILE, "kwargs": kw}]
+    if first:       # a frame compiled at import, once per run, and an outer capture in its first call
+        st.compile = st.compile or [{"compile_id": "0/0", "phase": "submission_import",
+                                     "duration_us": 1e6 if "cache" in gone else 5e6}]
+    if first and not st.captures and "graph_capture" not in gone:
+        st.captures = [{"origin": "outer", "phase": "first_call:256x512x256", "start_s": 3.5, "end_s": None}]
+    st.samples = {"first_call:256x512x256": {"stack": {"8": 20 if "warmup" in gone else 300, "4": 400}}}
+    st.sample_interval_s = 0.01
+
+
 def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_us=None, variant=None, sha=None,
         fail_at=None, site=None, role=None, watched=(), reached=None, delay=0.0, overlapped=(), budgets=None,
-        exception=None, seen=True, **switches):
-    """seen: its stages show the mechanisms SOURCE has (a compile, a capture), as a run of it would."""
+        exception=None, seen=True, acted=True, removed=(), **switches):
+    """seen: its stages show the mechanisms SOURCE has (a compile, a capture), as a run of it would. acted: a
+    variant's records show its toggle took its suspect's work away (acted=False: the edit left it as it was);
+    removed: a combination's suspects taken away."""
     stages = []
     reached = list(watched) if reached is None else list(reached)
     budgets = budgets or BUDGETS
@@ -60,6 +84,10 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
             break
         stages.append(stage(name, per_call_us=per_call_us, **common))
     role = role or (Role.BASELINE if probe is None else Role.SINGLE)
+    gone = set() if probe is None or not acted else set(removed) if role == Role.COMBINATION else {probe}
+    for i, st in enumerate(stages if seen else []):
+        if st.status != Status.SKIPPED:
+            _records(st, gone, first=i == 0)
     if seen and stages and probe is None:
         # what SOURCE does when it runs: a frame compiled at import, an outer capture in the first call
         first = stages[0]
@@ -68,7 +96,7 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
                                              "end_s": None}]
     return Run(id=rid, probe=probe, toggle=toggle, outcome=Status(outcome), stages=stages, role=role,
                variant=variant if variant is not None else (None if probe is None else f"--- a\n+++ b\n-{rid}\n"),
-               source_sha=sha or rid, switches=switches, watched=list(watched))
+               source_sha=sha or rid, switches=switches, watched=list(watched), removed=list(removed))
 
 
 def session(runs, scan=SCAN) -> Session:

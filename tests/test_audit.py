@@ -12,7 +12,7 @@ from diagnose.analysis import bisector, summary
 from diagnose.session import Role
 from tests.builders import run, session
 from tests.conftest import cli
-from tests.test_renderers import healthy_session, interaction_session
+from tests.test_renderers import US, healthy_session, interaction_session
 
 
 def rules(s) -> set[str]:
@@ -124,7 +124,41 @@ def _broken():
     s = interaction_session()     # killed by a signal in its first call, in the pool worker, and called a crash
     s.run("r3").failed_stage.signal = "SIGSEGV"
     out.append(("lost-worker", s))
+
+    s = interaction_session()     # the warmup cleared on a run that ran the submission unchanged
+    s.run("r3").source_sha = s.run("r0").source_sha
+    out.append(("cleared-effect", s))
+
+    s = interaction_session()     # ... on a run whose warmup loop took as long as the baseline's
+    s.runs[3] = run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="test", acted=False)
+    out.append(("cleared-effect", s))
+
+    s = interaction_session()     # ... on a run that crashed at another line than the baseline
+    s.run("r3").failed_stage.site = {**SITE, "line": 8}
+    out.append(("cleared-effect", s))
+
+    s = interaction_session()     # the capture's fix credited on a run that still captured around the compile
+    s.runs[1] = run("r1", "graph_capture", "capture off", acted=False,
+                    per_call_us={k: v * 1.5 for k, v in US.items()})
+    out.append(("fix-credit", s))
+
+    s = interaction_session()     # the warmup's toggle edits the statement the search probe pins: one suspect
+    s.runs.append(run("r6", "search", "search results pinned", outcome="crash", fail_at="test",
+                      variant=WARMUP_EDIT))
+    s.runs[3].variant = WARMUP_EDIT
+    s.causes[0].suspects = ["warmup", "search"]
+    out.append(("one-suspect", s))
+
+    s = interaction_session()     # the fix passed 0.1 s inside its 180 s budget
+    st = s.run(s.fix.run).stage("test")
+    st.charged_s = st.wall_s = st.budget_s - 0.1
+    out.append(("fix-margin", s))
     return out
+
+
+# the warmup loop of builders.SOURCE (L8) cut to one pass
+WARMUP_EDIT = ("--- a/submission.py\n+++ b/submission.py\n@@ -8,1 +8,1 @@\n-    for _ in range(10): f(data)\n"
+               "+    for _ in range(1): f(data)\n")
 
 
 def _concluded(runs):

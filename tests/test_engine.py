@@ -282,6 +282,14 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
     assert first_combo < last_costing, order
 
 
+# What a crashing Round 9 run records of the suspects its toggles take away (analysis/effects.py measures them): the
+# compile call's settings, and the outer capture it crashed in.
+ROUND9_RECORDS = {"compile_calls": [{"caller_file": "/c/r0/work/submission.py", "caller_line": 15, "via": "decorator",
+                                     "target": "_fused_silu_mul",
+                                     "kwargs": {"mode": "max-autotune", "fullgraph": True}}],
+                  "captures": [{"origin": "outer", "phase": "first_call:a", "start_s": 19.0, "end_s": None}]}
+
+
 def test_the_combinations_start_beside_a_slow_toggle_not_after_it():
     """Round 9's shape: capture and max-autotune fail together. A warmup toggle still running must not hold
     back the combination with every suspect out (it needs no toggle's answer), nor the one that keeps the
@@ -291,7 +299,8 @@ def test_the_combinations_start_beside_a_slow_toggle_not_after_it():
     fixes = {"capture off", "capture kept, compiled fn uncompiled inside", "compile off", "mode=default",
              "mode=max-autotune-no-cudagraphs"}
     crash = [ok("compile"), stage("test", "crash", wall=20.0, phase="first_call:a",
-                                  message="RuntimeError: Cannot prepare for replay during capturing stage"),
+                                  message="RuntimeError: Cannot prepare for replay during capturing stage",
+                                  **ROUND9_RECORDS),
              StageResult("benchmark", Status.SKIPPED), StageResult("leaderboard", Status.SKIPPED)]
 
     def script(run):
@@ -323,7 +332,8 @@ def test_round9s_first_wave_has_every_remover_and_both_likely_combinations_besid
                                   compile=[{"compile_id": "0/0", "phase": "submission_import"},
                                            {"compile_id": "0/1", "phase": "first_call:a",
                                             "recompile_reason": "tensor 'r1' size mismatch at index 0"}],
-                                  samples={"submission_import": {"module": {"56": 360}}}, sample_interval_s=0.01),
+                                  samples={"submission_import": {"module": {"56": 360}}}, sample_interval_s=0.01,
+                                  **ROUND9_RECORDS),
              StageResult("benchmark", Status.SKIPPED), StageResult("leaderboard", Status.SKIPPED)]
 
     def script(run):

@@ -34,6 +34,7 @@ Rules (the ids are stable: they are what a finding is reported under):
                    outside its container (this machine's files, which no harness container has)
   lost-worker      a timeout because the evaluator's pool worker died needs the built-in evaluator, a phase of
                    its pool worker and a process that died there; a death there is that timeout, not a crash
+  cleared-effect, fix-credit, one-suspect, fix-margin: what each toggle changed (audit_effects.py)
 
 Each finding names the claim (claims.py) it is about by the claim's key.
 """
@@ -41,6 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.analysis.audit_effects import RULES as EFFECT_RULES, effects
 from diagnose.analysis.audit_runs import lost_workers, outside
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
 from diagnose.analysis.comparison import compare, passed_all, seconds_saved
@@ -52,7 +54,7 @@ from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
          "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
-         "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "lost-worker")
+         "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "lost-worker") + EFFECT_RULES
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
 
@@ -277,7 +279,7 @@ def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     claims = derive(s) if claims is None else claims
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
             _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) +
-            [Finding(*f) for f in outside(s) + lost_workers(s, claims)])
+            [Finding(*f) for f in outside(s) + lost_workers(s, claims) + effects(s)])
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:

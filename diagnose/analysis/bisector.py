@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, failure_point, is_later,
-                                          passed_all, probe_site, seconds_saved, single_runs, toggle_rank)
-from diagnose.analysis.carried import depends_on_machine
+from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, passed_all, probe_site,
+                                          seconds_saved, single_runs, toggle_rank)
+from diagnose.analysis.clearing import cleared
 from diagnose.analysis.ddmin import ddmin
-from diagnose.analysis.evidence import confirmations, effective
-from diagnose.findings import Cause, Cleared, Inconclusive
+from diagnose.analysis.effects import credit, effect, one_suspect
+from diagnose.analysis.evidence import confirmations, effective, thin
+from diagnose.findings import Cause, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
@@ -61,7 +62,9 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
     if len(fixing) == 1 or not removers:
         session.bisection["minimal"] = fixing[:1]
         return
-    ordered = sorted(set(removers) - subsumed(session, base), key=ORDER.index)
+    # two probes whose toggles act on one statement are one suspect: the owner stays, the other is not searched
+    ordered = sorted(set(removers) - subsumed(session, base) - set(one_suspect(session, single_runs(session))),
+                     key=ORDER.index)
     known = [p for p in fixing if p in ordered]
     if prefetch:
         prefetch([ordered, [], known] if known else [ordered, []])
@@ -72,8 +75,12 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
 
 
 def _fixers(session: Session, base: Run) -> list[Run]:
-    return [r for r in single_runs(session)
-            if BY_NAME[r.probe].INFO.fixes and compare(session, base, r) == Compared.FIXED]
+    """Single toggles that got past the failure and may be credited to their suspect: the run measurably took
+    that suspect's work away (effects.py), and no other probe owns the statement it edited."""
+    singles = single_runs(session)
+    merged = one_suspect(session, singles)
+    return [r for r in singles if BY_NAME[r.probe].INFO.fixes and r.probe not in merged
+            and compare(session, base, r) == Compared.FIXED and credit(session, base, r) is None]
 
 
 def subsumed(session: Session, base: Run) -> set[str]:
@@ -101,18 +108,21 @@ def conclude(session: Session) -> None:
         return
     singles = single_runs(session)
     verdicts = {r.id: compare(session, base, r) for r in singles}
-    _inconclusive(session, base, singles, verdicts)
+    # a run that failed the same way, only later, fixed nothing: it is not a fixer (see _inconclusive); nor is one
+    # that got past the failure without measurably taking its suspect's work away
+    fixers = _fixers(session, base)
+    merged = one_suspect(session, singles)
+    _inconclusive(session, base, singles, verdicts, fixers, merged)
     failing = _failing(session, base)
     causes: list[Cause] = []
     minimal: list[str] = []
     if failing:
-        # a run that failed the same way, only later, fixed nothing: it is not a fixer (see _inconclusive)
-        fixers = [r for r in singles if verdicts[r.id] == Compared.FIXED and BY_NAME[r.probe].INFO.fixes]
         # The search's combinations decide an interaction; a single fixing suspect decides itself (and
         # is recomputed here, as solo confirmations may have changed which singles fix it).
         fixing = fixing_probes(session, base)
         minimal = list(session.bisection.get("minimal") or []) if session.bisection.get("checked") else \
             (fixing if len(fixing) == 1 else [])
+        minimal = list(dict.fromkeys(merged.get(p, p) for p in minimal))     # one statement, one suspect
         if minimal:
             causes.append(_outcome_cause(session, base, minimal, fixers))
         elif effective(session, base).outcome in FAILURES and (
@@ -132,16 +142,22 @@ def conclude(session: Session) -> None:
         c.rank = i
     session.causes = causes
     blamed = {p for c in causes for p in c.suspects}
-    session.cleared = _cleared(session, base, singles, verdicts, blamed, failing)
+    session.cleared = cleared(session, base, singles, verdicts, blamed, failing)
     session.fix = choose_fix(session, base)
 
 
-def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dict) -> None:
+def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dict, fixers: list[Run],
+                  merged: dict) -> None:
     by_probe: dict[str, list[Run]] = {}
     for r in singles:
         by_probe.setdefault(r.probe, []).append(r)
     for probe, runs in by_probe.items():
-        if any(verdicts[r.id] in (Compared.SAME, Compared.FIXED, Compared.DIFFERENT) for r in runs):
+        if probe in merged:
+            session.inconclusive.append(Inconclusive(probe=probe, evidence=[r.id for r in runs], reason=(
+                f"its toggle edits the same statement as {merged[probe]}'s: one suspect, named {merged[probe]}, not "
+                f"two, and never an interaction of the two")))
+            continue
+        if any(verdicts[r.id] in (Compared.SAME, Compared.DIFFERENT) or r in fixers for r in runs):
             continue
         reasons = []
         for r in runs:
@@ -160,6 +176,11 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
             elif verdicts[r.id] == Compared.BROKEN:
                 reasons.append(f"{r.toggle}: the edit broke the program ({broken_by_edit(r)}), so its result is "
                                f"not weighed")
+            elif verdicts[r.id] == Compared.THIN:
+                reasons.append(f"{r.toggle}: {thin(r)}: at risk, not a fix")
+            elif verdicts[r.id] == Compared.FIXED and credit(session, base, r):
+                reasons.append(f"{r.toggle}: {r.id} got past the failure, but {credit(session, base, r)}: it is not "
+                               f"credited to {BY_NAME[probe].INFO.describe}")
         session.inconclusive.append(Inconclusive(probe=probe, reason="; ".join(reasons) or "no usable run",
                                                  evidence=[r.id for r in runs]))
 
@@ -178,8 +199,9 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         leads = [r for p in minimal for r in by[p][:1]]
         fixes = "fixes it" if len(leads) == len(minimal) and all(passed_all(base, r) for r in leads) else \
             "gets past it"
-        narrative = (f"{what.capitalize()} needs all of: {named}. Taking away any one of them {fixes} "
-                     f"({'; '.join(r.toggle for r in leads) or 'shown by the combination runs'}).")
+        narrative = f"{what.capitalize()} needs all of: {named}. " + (
+            f"Taking away any one of them {fixes} ({'; '.join(r.toggle for r in leads)})." if len(leads) == len(minimal)
+            else _combination_story(session, base, minimal, combos))
     else:
         p = minimal[0]
         d = _describe(p, [r.toggle for r in by[p]])
@@ -187,7 +209,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         # "fixes it" only where a run without it passed every stage the baseline ran (audit: cause-fixes)
         fixes = "fixes it" if lead and passed_all(base, lead) else "gets past it"
         narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} {fixes}." if lead else
-                                                                 f"removing it {fixes}.")
+                                                                 _combination_story(session, base, minimal, combos))
         if lead and lead.outcome in FAILURES:
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
@@ -195,8 +217,14 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
         if reason:
             narrative += f" {reason}"
-    deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 else [])
+    deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 or not by[minimal[0]] else [])
     conf, confirmed = confidence_of(session, deciding)
+    # what a deciding toggle took away besides its suspect's work: said, and never credited to the suspect alone
+    beside = [f"{r.toggle} also took away {x}" for p in minimal for r in by[p][:1] for x in
+              effect(session, base, r).outside]
+    if beside:
+        narrative += f" {'; '.join(beside)}: the fix is not the suspect's alone."
+        conf = Confidence.MEDIUM if conf == Confidence.HIGH else conf
     alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=toggle_rank, reverse=True)
                     if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]
     best = min((r for p in minimal for r in by[p]), key=lambda r: geomean(steady_us(r).values()) or math.inf,
@@ -208,13 +236,33 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
                  alternatives=alternatives)
 
 
+def _combination_story(session: Session, base: Run, minimal: list[str], combos: list[Run]) -> str:
+    """What the combination runs show, where no single toggle got past the failure: with these suspects kept and
+    every other taken away it still fails; without them it passes; and the runs without only one of them that
+    still failed (each of the others is enough to fail on its own)."""
+    kept = [r for r in combos if not set(minimal) & set(r.removed) and compare(session, base, r) in (
+        Compared.SAME, Compared.MOVED)]
+    gone = [r for r in combos if set(minimal) <= set(r.removed) and compare(session, base, r) == Compared.FIXED]
+    alone = [r for r in single_runs(session) if r.probe in minimal and r.outcome in FAILURES]
+    parts = []
+    if kept:
+        parts.append(f"with only {' and '.join(minimal)} kept it still fails ({', '.join(r.id for r in kept)})")
+    if gone:
+        parts.append(f"with {' and '.join(minimal)} taken away too it gets past it ({', '.join(r.id for r in gone)})")
+    if alone:
+        parts.append(f"taking {' or '.join(sorted({r.probe for r in alone}))} away alone is not enough "
+                     f"({', '.join(f'{r.id} still {r.outcome}' for r in alone)}): another suspect fails it too")
+    return ("The combination runs show it: " + "; ".join(parts) + ".") if parts else \
+        "No single run without it got past the failure; only the combination runs decide it."
+
+
 def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict, minimal: list[str]) -> list[Cause]:
     """Runs that kept the outcome (or reached 'ok') and saved more than the noise somewhere. A healthy
     submission gets none: saving time it does not need is not a cause."""
     out = []
     for r in singles:
         if r.probe in minimal or effective(session, r).outcome != Status.OK or r.switches.get("warm_cache") \
-                or verdicts[r.id] in ("fixed", "unknown", "broken"):
+                or verdicts[r.id] in ("fixed", "unknown", "broken", "thin"):
             continue
         saved = seconds_saved(session, base, r)
         claimed = {k: v for k, v in saved.items() if v["claimed"] and v["saved_s"] > 0}
@@ -228,52 +276,3 @@ def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict
                                    f"without changing the outcome.",
                          evidence=[base.id, r.id], site=probe_site(session, r.probe), seconds_saved=saved))
     return out
-
-
-def _cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, blamed: set,
-             failing: bool) -> list[Cleared]:
-    out = []
-    if not failing:
-        return out
-    for probe in sorted({r.probe for r in singles} - blamed, key=ORDER.index):
-        runs = [r for r in singles if r.probe == probe]
-        used = [r for r in runs if verdicts[r.id] == Compared.SAME]
-        if not used or any(verdicts[r.id] in ("fixed", "different") for r in runs):
-            continue
-        machine = next((m for m in map(depends_on_machine, used + [base]) if m), "")
-        if machine:     # the same outcome here may come from this machine's state: it clears nothing
-            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
-                probe=probe, evidence=[base.id] + [r.id for r in used],
-                reason=f"{', '.join(r.toggle for r in used)}: the runs depend on {machine}, read from outside "
-                       f"their containers, so 'still the same' proves nothing about the harness's runs")]
-            continue
-        info = BY_NAME[probe].INFO
-        if info.seen is not None and not info.seen(base):
-            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
-                probe=probe, evidence=[base.id] + [r.id for r in used],
-                reason=f"{', '.join(r.toggle for r in used)}: {base.id} failed before it showed "
-                       f"{info.describe} at all, so the toggle had nothing to remove; this says nothing about it")]
-            continue
-        bp = failure_point(base)
-        moved = [r for r in used if bp and failure_point(r) and is_later(failure_point(r), bp)]
-        if moved and BY_NAME[probe].INFO.moves_work:
-            # the failure came back later, where the moved work now runs: that work is part of it, and
-            # moving it is no fix; neither cleared nor a cause of its own
-            r = moved[0]
-            session.inconclusive = [i for i in session.inconclusive if i.probe != probe] + [Inconclusive(
-                probe=probe, evidence=[base.id, r.id],
-                reason=f"{r.toggle}: {r.id} then failed the same way later, in {r.failed_stage.name}/"
-                       f"{r.failed_stage.phase}, where the moved work ran: moving it is no fix, and it does not "
-                       f"clear {BY_NAME[probe].INFO.describe}")]
-            continue
-        conf = all(effective(session, r).confirmed for r in used + [base])
-        skipped = [r.toggle for r in runs if r not in used]
-        note = f" ({', '.join(skipped)} tested nothing: see inconclusive)" if skipped else ""
-        out.append(Cleared(probe=probe, toggles=[r.toggle for r in used], outcome=effective(session, base).outcome,
-                           narrative=f"{', '.join(r.toggle for r in used)}: still {base.outcome} — "
-                                     f"{BY_NAME[probe].INFO.describe} is not the cause{note}.",
-                           evidence=[base.id] + [r.id for r in used], confirmed=conf))
-        session.inconclusive = [i for i in session.inconclusive if i.probe != probe]
-    return out
-
-

@@ -58,6 +58,19 @@ def doubt(st: StageResult) -> str | None:
     return None
 
 
+def thin(run: Run) -> str | None:
+    """A pass that no quiet rerun can make safe: a stage that passed within the noise floor of its budget (a
+    pass by 0.1 s of 15 s, where runs differ by 0.75 s). At risk, never a fix. None when every margin is wide
+    enough."""
+    for st in run.stages:
+        if st.status == Status.OK and st.budget_s:
+            margin = st.budget_s - judged_seconds(st)
+            if margin <= noise_floor(st.budget_s):
+                return (f"{st.name} passed in {judged_seconds(st):.1f} s of {st.budget_s:g} s, {margin:.1f} s to "
+                        f"spare, within the ±{noise_floor(st.budget_s):.2f} s noise floor")
+    return None
+
+
 def run_doubt(run: Run) -> str | None:
     """The first doubt among the stages that decided this run's outcome."""
     for st in run.stages:

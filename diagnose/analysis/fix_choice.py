@@ -30,7 +30,7 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
             and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
             and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
             and passed_all(base, r) and not carried.outside_reads(r)
-            and effective(session, r).outcome == Status.OK]
+            and effective(session, r).outcome == Status.OK and not evidence.thin(r)]
     if not good:
         return None
     scored = sorted(((geomean(steady_us(r).values()) or math.inf, r) for r in good), key=lambda x: x[0])

@@ -94,3 +94,11 @@ _TEXT_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fu
 def frames_from_text(text: str) -> list[dict]:
     """Frames named in a traceback's text: a pool worker's traceback reaches the evaluator only as text."""
     return [{"file": m["file"], "line": int(m["line"]), "func": m["func"]} for m in _TEXT_FRAME.finditer(text or "")]
+
+
+def submission_lines(st_stacks: str, frames: list[dict] | None, submission_file: str) -> list[int]:
+    """The submission's lines on the failing stack, outermost first: a traceback's frames, else the thread that
+    a hang's stack dump blames. Two failures at the same line can still differ here (one helper, two callers)."""
+    chain = frames or _main_thread_frames(st_stacks or "", submission_file)
+    base = os.path.realpath(submission_file)
+    return [f["line"] for f in chain if os.path.realpath(f["file"]) == base]

@@ -1,0 +1,98 @@
+"""The record-based measures of a toggle's effect: the submission's torch.compile calls and recompiles, outer
+CUDA graph captures, what Triton's and Helion's autotuners and extension builds spent, the numeric settings,
+and a runtime switch's compile time. Each compares what the baseline's record shows with the variant's. Pure.
+"""
+from __future__ import annotations
+
+from diagnose.analysis.effect_record import Effect
+from diagnose.facts import observed
+from diagnose.session import Run
+
+WARM_SHARE = 0.15      # a warm container took at least this share of the cold compile and build time away
+
+
+def _compile_signature(run: Run) -> list[str]:
+    keys = ("mode", "fullgraph", "dynamic", "options", "backend", "disable")
+    out = []
+    for c in observed.compile_calls(run):
+        kw = c.get("kwargs") or {}
+        out.append(f"{c.get('target')}(" + ", ".join(f"{k}={kw[k]!r}" for k in keys if k in kw) + ")")
+    return sorted(out)
+
+
+def compile_effect(base: Run, run: Run) -> Effect:
+    b, v = _compile_signature(base), _compile_signature(run)
+    rb, rv = len(observed.recompile_records(base)), len(observed.recompile_records(run))
+    if not b and not observed.frames_compiled(base):
+        return Effect(False, False, f"{base.id} made no torch.compile call and compiled nothing")
+    what = f"compile calls {'; '.join(b) or 'none'} in {base.id}, {'; '.join(v) or 'none'} in {run.id}" + \
+        (f"; recompiles {rb} -> {rv}" if rb or rv else "")
+    return Effect(True, b != v or rv < rb, what)
+
+
+def _compiled_inside(run: Run) -> bool:
+    """Compiled code ran inside an outer capture: the record says so, or the run failed inside torch.compile's
+    own frames in a phase that opened an outer capture."""
+    if observed.compiled_inside_capture(run):
+        return True
+    st = run.failed_stage
+    if st is None or not any(c["origin"] == "outer" and c.get("phase") == st.phase for c in st.captures):
+        return False
+    files = [f.get("file", "") for f in (st.exception or {}).get("frames") or []]
+    return any("torch/_inductor" in f or "torch/_dynamo" in f for f in files) or \
+        "torch/_inductor" in (st.stacks or "") or "torch/_dynamo" in (st.stacks or "")
+
+
+def captures_effect(base: Run, run: Run) -> Effect:
+    nb, nv = observed.outer_captures(base), observed.outer_captures(run)
+    ib, iv = _compiled_inside(base), _compiled_inside(run)
+    if not nb:
+        return Effect(False, False, f"{base.id} made no outer CUDA graph capture")
+    what = (f"outer captures {nb} in {base.id}, {nv} in {run.id}; compiled code inside one: "
+            f"{'yes' if ib else 'no'} -> {'yes' if iv else 'no'}")
+    return Effect(True, nv == 0 or (ib and not iv), what)
+
+
+def _stage_sum(run: Run, names: set[str], records: str) -> tuple[float, int]:
+    """Seconds and count of a library's records in the named stages (the stages both runs ran)."""
+    recs = [x for st in run.stages if st.name in names for x in getattr(st, records) or []]
+    return sum(float(x.get("seconds") or 0.0) for x in recs), len(recs)
+
+
+def library_effect(base: Run, run: Run, records: str, what: str) -> Effect:
+    """What a library spent (autotune, helion, builds) in the stages both runs ran: a toggle that pins or moves
+    it takes most of those seconds away."""
+    names = {st.name for st in base.stages if run.stage(st.name) is not None}
+    sb, nb = _stage_sum(base, names, records)
+    sv, nv = _stage_sum(run, names, records)
+    if not nb:
+        return Effect(False, False, f"{base.id} recorded no {what}")
+    said = f"{what}: {nb} record(s), {sb:.1f} s in {base.id}; {nv}, {sv:.1f} s in {run.id}"
+    return Effect(True, nv == 0 or sb - sv > max(0.25, sb / 2), said)
+
+
+def numerics_effect(base: Run, run: Run) -> Effect:
+    def settings(r: Run) -> dict:
+        return next((st.numerics.get("submission") for st in r.stages if (st.numerics or {}).get("submission")), {})
+    b, v = settings(base), settings(run)
+    if not b:
+        return Effect(None, None, f"{base.id} recorded no numeric settings")
+    if not v:     # recorded only beside a wrong result: a run that computed right has none to compare
+        return Effect(True, None, f"{run.id} recorded no numeric settings (none are kept for a right result)")
+    changed = sorted(k for k in set(b) | set(v) if b.get(k) != v.get(k))
+    return Effect(True, bool(changed), f"settings changed: {', '.join(changed) or 'none'}")
+
+
+def switch_effect(base: Run, run: Run) -> Effect:
+    """A warm container: the compile and build seconds it should save, in the stages both ran."""
+    names = {st.name for st in base.stages if run.stage(st.name) is not None}
+
+    def cost(r: Run) -> float:
+        return sum((c.get("duration_us") or 0) / 1e6 for st in r.stages if st.name in names for c in st.compile) + \
+            _stage_sum(r, names, "builds")[0]
+    b, v = cost(base), cost(run)
+    if b <= 0.25:
+        return Effect(None, None, f"{base.id} spent {b:.2f} s compiling and building: nothing a warm cache saves")
+    # a warm cache cannot take all of it away (Dynamo traces again): a fall well past the noise is its effect
+    return Effect(True, b - v > max(0.25, WARM_SHARE * b), f"compile and build time {b:.1f} s in {base.id}, "
+                                                          f"{v:.1f} s in {run.id}")

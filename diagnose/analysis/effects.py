@@ -1,0 +1,108 @@
+"""What a toggle changed in its run, measured against the baseline's run: the evidence that a variant ran
+"without the suspect". Pure functions of the session.
+
+A toggle is not trusted to do what its label says. Each probe names in its INFO what its toggle takes away
+(`takes_away`), and this module measures that in both runs:
+
+- lines     the time the baseline spent in the statements the toggle edits (a warmup loop, a search, work at
+            import), from the sampler's inclusive line counts, against the time the variant spent in the same
+            statements, wherever they now stand: a statement the edit moved (work deferred into the first call)
+            is found again by its text, and its time counts as moved, not removed;
+- compile   the submission's torch.compile calls (their mode, fullgraph, dynamic, options) and recompiles;
+- captures  outer CUDA graph captures, and compiled code run inside one;
+- autotune, helion, builds   what the library records say it tuned or built, and for how long;
+- numerics  the numeric settings the submission computed under;
+- switch    a runtime switch (a warm container): the compile time it should save.
+
+An Effect says whether the baseline reached the suspect's work at all, whether the variant's run took it away,
+and what else the edit changed (another statement whose time fell, outside the suspect's phase). A variant
+identical to the submission changed nothing. The bisector clears a suspect, and credits it with a fix, only on a
+toggle that acted; the audit re-derives the same.
+"""
+from __future__ import annotations
+
+from diagnose.analysis.effect_calls import (captures_effect, compile_effect, library_effect, numerics_effect,
+                                            switch_effect)
+from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
+from diagnose.analysis.effect_record import Effect
+from diagnose.runs.runner.sites import submission_lines
+from diagnose.session import Run, Session
+from probes import BY_NAME
+
+__all__ = ["Effect", "credit", "effect", "one_suspect", "same_place"]
+
+
+def effect(session: Session, base: Run, run: Run) -> Effect:
+    """What run's toggle changed against the baseline, by what its probe says the toggle takes away."""
+    if run.source_sha == base.source_sha and not run.switches:
+        return Effect(None, False, f"{run.id} ran the submission unchanged", identical=True)
+    mod = BY_NAME.get(run.probe or "")
+    kind = mod.INFO.takes_away if mod is not None else None
+    if kind == "lines":
+        return lines_effect(session, base, run, mod.INFO.sites)
+    if kind == "compile":
+        return compile_effect(base, run)
+    if kind == "captures":
+        return captures_effect(base, run)
+    if kind in ("autotune", "helion", "builds"):
+        return library_effect(base, run, kind, {"autotune": "Triton autotuning", "helion": "Helion searches",
+                                                "builds": "extension builds"}[kind])
+    if kind == "numerics":
+        return numerics_effect(base, run)
+    if kind == "switch":
+        return switch_effect(base, run)
+    return Effect(None, None, "its probe names no measure of what its toggle takes away")
+
+
+def _chain(session: Session, run: Run) -> list[int]:
+    """The failing stack's submission lines, in the baseline's numbering (a line the edit moved, by its text)."""
+    st = run.failed_stage
+    file = (st.site or {}).get("file") if st else None
+    if not file:
+        return []
+    lines = submission_lines(st.stacks, (st.exception or {}).get("frames"), file) or [st.site["line"]]
+    if not run.variant:
+        return lines
+    lm = line_map(run.variant, len((session.submission.get("source") or "").splitlines()))
+    return [lm.back(ln) or -ln for ln in lines]
+
+
+def same_place(session: Session, base: Run, run: Run) -> str | None:
+    """Where the variant's failure stands against the baseline's, by the submission's lines on the failing
+    stack: None where both failed at the same place (or neither names one), else a sentence saying where each
+    failed. One helper on both stacks (a loop burning time) is not the same place when its callers differ."""
+    b, r = _chain(session, base), _chain(session, run)
+    if not b or not r or b == r:
+        return None
+    rs, bs = run.failed_stage.site, base.failed_stage.site
+    return (f"{run.id} failed at L{'/L'.join(str(abs(x)) for x in r)} (`{rs.get('code', '').strip()}`), not where "
+            f"{base.id} failed (L{'/L'.join(map(str, b))}, `{bs.get('code', '').strip()}`)")
+
+
+def _spans(session: Session, run: Run) -> set[int]:
+    mod = BY_NAME.get(run.probe or "")
+    if mod is None or mod.INFO.takes_away != "lines" or not run.variant:
+        return set()
+    return {ln for a, b in suspect_spans(session, run, mod.INFO.sites) for ln in range(a, b + 1)}
+
+
+def one_suspect(session: Session, runs: list[Run]) -> dict[str, str]:
+    """Probes whose toggles act on the same statement as another probe's are one suspect: {probe: the probe it
+    yields to} (a timed loop that stores its choice is a search, and the warmup probe's cut of it is the same
+    edit under another name). Never an interaction of the two."""
+    out: dict[str, str] = {}
+    for a in runs:
+        owners = BY_NAME[a.probe].INFO.yields_to if a.probe in BY_NAME else ()
+        for b in runs:
+            if b.probe in owners and _spans(session, a) & _spans(session, b):
+                out[a.probe] = b.probe
+    return out
+
+
+def credit(session: Session, base: Run, run: Run) -> str | None:
+    """Why a variant that got past the failure cannot be credited to its suspect, or None when it can: it must
+    have changed the run, in work the baseline reached, and not left that work as it was."""
+    e = effect(session, base, run)
+    if e.identical or e.reached is False or e.removed is False:
+        return e.why_not()
+    return None
