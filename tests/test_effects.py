@@ -37,6 +37,8 @@ def test_the_line_map_follows_kept_changed_and_moved_lines():
     ("identical", "import_init", "the variant is the submission itself"),
     # 5 s of import work deferred into the first call, where the stage still timed out
     ("moved", "import_init", "only moved"),
+    # the baseline timed out in a 15 s warmup before the search at each new shape ever ran
+    ("not_reached", "search", "not reached"),
 ])
 def test_a_clearing_the_runs_cannot_bear_is_caught_and_no_longer_made(name, probe, said):
     s = saved(name)
@@ -92,3 +94,17 @@ def test_a_fix_that_also_takes_other_work_away_says_so_and_is_not_high():
     cause = s.causes[0]
     assert cause.suspects == ["warmup"] and "also took away" in cause.narrative and "L10" in cause.narrative
     assert str(cause.confidence) != "high"
+
+
+def test_a_cause_says_what_its_runs_show_when_no_single_toggle_fixed_it():
+    """The warmup and the search each fail the budget alone: the earlier version said "removing it gets past it"
+    on the baseline alone. Concluded again, the cause cites the runs: only without both did it pass, and the run
+    without the warmup alone still timed out."""
+    s = saved("not_reached")
+    assert [f.rule for f in audit(s) if f.claim == "cause 1"] == ["cause-fixes"]
+    bisector.conclude(s)
+    cause = s.causes[0]
+    without_warmup = next(r.id for r in s.runs if r.toggle == "warmup N->1")
+    assert "removing it gets past it" not in cause.narrative
+    assert "taken away too it gets past it" in cause.narrative and f"{without_warmup} still timeout" in cause.narrative
+    assert len(cause.evidence) > 1 and audit(s) == [], [str(f) for f in audit(s)]

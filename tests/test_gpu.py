@@ -41,7 +41,9 @@ def test_round9_diagnosis_names_the_interaction_and_clears_the_rest(tmp_path):
                       "--probes", "graph_capture,compile_mode,fullgraph,warmup,import_init")
     top = s["causes"][0]
     assert set(top["suspects"]) == {"graph_capture", "compile_mode"} and top["changes_outcome"]
-    assert {c["probe"] for c in s["cleared"]} == {"fullgraph", "warmup", "import_init"}
+    assert {c["probe"] for c in s["cleared"]} == {"fullgraph", "warmup"}
+    # deferring the import work only moved it into the first call, where it ran again: that clears nothing
+    assert "only moved" in next(i["reason"] for i in s["inconclusive"] if i["probe"] == "import_init")
     assert s["fix"] and s["fix"]["steady_us"] > 0
     assert s["fix"]["probe"] == "compile_mode"
     assert not [r for r in s["runs"] if r["role"] == "confirm"]    # a crash does not depend on time

@@ -160,7 +160,7 @@ def suspect_spans(session: Session, run: Run, sites: tuple[str, ...]) -> list[tu
     return _statement_spans(src, sorted(lm.deleted) or _site_lines(session, sites))
 
 
-def _loops(src: str) -> list[tuple[int, int]]:
+def loops(src: str) -> list[tuple[int, int]]:
     try:
         tree = ast.parse(src)
     except (SyntaxError, RecursionError, ValueError):
@@ -173,7 +173,7 @@ def _other_loops(src: str, pairs, lm: LineMap, spans: list, bid: str, vid: str) 
     variant: work the toggle took away that is not its suspect's (a table pinned ahead of a guard that also
     skips a warmup)."""
     out = []
-    for a, b in _loops(src):
+    for a, b in loops(src):
         if any(a <= x <= b or x <= a <= y for x, y in spans):
             continue
         e = _span_effect(pairs, lm, (a, b))

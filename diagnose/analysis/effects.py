@@ -21,12 +21,15 @@ toggle that acted; the audit re-derives the same.
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 from diagnose.analysis.effect_calls import (captures_effect, compile_effect, library_effect, numerics_effect,
                                             switch_effect)
-from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
+from diagnose.analysis.effect_lines import line_map, lines_effect, loops, suspect_spans
 from diagnose.analysis.effect_record import Effect
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
+from diagnose.status import Status
 from probes import BY_NAME
 
 __all__ = ["Effect", "credit", "effect", "one_suspect", "same_place"]
@@ -39,7 +42,7 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
     mod = BY_NAME.get(run.probe or "")
     kind = mod.INFO.takes_away if mod is not None else None
     if kind == "lines":
-        return lines_effect(session, base, run, mod.INFO.sites)
+        return _got_past(session, base, run, lines_effect(session, base, run, mod.INFO.sites))
     if kind == "compile":
         return compile_effect(base, run)
     if kind == "captures":
@@ -67,12 +70,44 @@ def _chain(session: Session, run: Run) -> list[int]:
     return [lm.back(ln) or -ln for ln in lines]
 
 
+def _got_past(session: Session, base: Run, run: Run, e: Effect) -> Effect:
+    """A baseline the deadline stopped inside the suspect's statements measured only a part of their time: a
+    variant that got past them, where the baseline never did, took them away even if it spent as long as that part
+    in them (N->3 after a cut-off N=30)."""
+    b, r = _chain(session, base), _chain(session, run) if run.failed_stage else []
+    st = base.failed_stage
+    if e.removed is not False or e.moved or not b or st is None or st.status != Status.TIMEOUT:
+        return e
+    spans = suspect_spans(session, run, BY_NAME[run.probe].INFO.sites)
+    inside = [sp for sp in spans if sp[0] <= b[0] <= sp[1]]
+    if not inside or (r and r[0] > 0 and inside[0][0] <= r[0] <= inside[0][1]):
+        return e
+    return replace(e, removed=True, what=f"{e.what}; {base.id} was still inside L{inside[0][0]} at its deadline, "
+                                         f"{run.id} got past it")
+
+
+def _anchor(source: str, line: int) -> int:
+    """Where a timeout stands: the loop that holds the line (its header), else the line itself. A deadline lands on
+    any line of a loop's body; which loop it was is what tells one piece of work from another."""
+    held = [(a, b) for a, b in loops(source) if a <= line <= b]
+    return min(held, key=lambda s: s[1] - s[0])[0] if held else line
+
+
 def same_place(session: Session, base: Run, run: Run) -> str | None:
     """Where the variant's failure stands against the baseline's, by the submission's lines on the failing
     stack: None where both failed at the same place (or neither names one), else a sentence saying where each
-    failed. One helper on both stacks (a loop burning time) is not the same place when its callers differ."""
+    failed. A crash is placed by its whole chain of submission lines; a timeout by the loop (or line) of the
+    outermost submission frame the deadline found, so a warmup and a search that both call one helper that
+    burns time are two places."""
     b, r = _chain(session, base), _chain(session, run)
-    if not b or not r or b == r:
+    if not b or not r:
+        return None
+    if base.failed_stage.status == Status.TIMEOUT and run.failed_stage.status == Status.TIMEOUT:
+        src = session.submission.get("source") or ""
+        same = r[0] > 0 and _anchor(src, b[0]) == _anchor(src, r[0])
+    else:
+        same = b == r
+    if same:
         return None
     rs, bs = run.failed_stage.site, base.failed_stage.site
     return (f"{run.id} failed at L{'/L'.join(str(abs(x)) for x in r)} (`{rs.get('code', '').strip()}`), not where "
