@@ -49,8 +49,9 @@ def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[s
 def _loops(ctx: PlanContext) -> tuple[dict[int, dict], list[str]]:
     """Warmup loops to toggle, by header line, with what was seen of each; and runtime loops that no
     edit can shorten."""
-    # a loop that times candidates and keeps the best is a search (its own probe pins it), not a warmup to cut
-    searches = {s.line for s in ctx.scan.of("search")}
+    # a loop that times candidates and keeps the best is a search (its own probe pins it), not a warmup to cut; nor is
+    # a loop inside it (the timing loop of each candidate: cut to no pass, it divides by zero)
+    searches = {ln for s in ctx.scan.of("search") for ln in range(s.line, (s.end_line or s.line) + 1)}
     found = {s.line: {"count": s.details["count"], "count_text": s.details["count_text"], "from": "source"}
              for s in ctx.scan.of("warmup") if s.line not in searches}
     cannot = []

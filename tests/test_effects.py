@@ -108,3 +108,25 @@ def test_a_cause_says_what_its_runs_show_when_no_single_toggle_fixed_it():
     assert "removing it gets past it" not in cause.narrative
     assert "taken away too it gets past it" in cause.narrative and f"{without_warmup} still timeout" in cause.narrative
     assert len(cause.evidence) > 1 and audit(s) == [], [str(f) for f in audit(s)]
+
+
+def test_one_loop_taken_by_two_probes_in_a_real_run_is_one_suspect():
+    """A search written as `while idx < len(_CHUNKS)`: the earlier version's warmup probe cut the same loop, and
+    'warmup is not the cause' followed. It is the search, under another name."""
+    s = saved("two_probes_one_loop")
+    assert {f.rule for f in audit(s) if f.claim == "warmup is not the cause"} >= {"one-suspect", "cleared-effect"}
+    bisector.conclude(s)
+    assert "warmup" not in {c.probe for c in s.cleared}
+    assert "same statement as search" in next(i.reason for i in s.inconclusive if i.probe == "warmup")
+    assert all(c.suspects != ["warmup", "search"] for c in s.causes)
+
+
+def test_a_fix_that_also_cut_an_import_time_self_test_says_so():
+    """The warmup probe's N->1 also cut an 18-step self-test at import (L24): the earlier version credited the
+    warmup alone and said nothing of it."""
+    s = saved("outside_work")
+    assert any(f.rule == "fix-credit" and "L24" in f.missing for f in audit(s))
+    bisector.conclude(s)
+    cause = s.causes[0]
+    assert cause.suspects == ["warmup"] and "also took away L24, which ran in import" in cause.narrative
+    assert str(cause.confidence) != "high" and audit(s) == [], [str(f) for f in audit(s)]

@@ -6,7 +6,9 @@ Rules:
                   away by the variant (not identical to the submission, not only moved, not left unchanged), and the
                   variant failing at the baseline's own place (the same submission lines on the failing stack)
   fix-credit      a cause credits a suspect only with runs that took that suspect's work away: a run that changed
-                  nothing, or left the work as it was, got past the failure for another reason
+                  nothing, or left the work as it was, got past the failure for another reason; and a run that
+                  also took other work away (another loop, an import-time self-test) is said to, and not with
+                  confidence high
   one-suspect     two probes whose toggles act on one statement are one suspect: never two causes, never an
                   interaction of the two
   fix-margin      a verified fix, and a cause that says "fixes it", never rest on a pass within the noise floor of a
@@ -26,7 +28,11 @@ RULES = ("cleared-effect", "fix-credit", "one-suspect", "fix-margin")
 
 def _cleared(s: Session) -> list[tuple[str, str, str]]:
     out, base = [], s.baseline
+    merged = one_suspect(s, [r for r in s.runs if r.role == Role.SINGLE])
     for c in s.cleared if base is not None else []:
+        if c.probe in merged:
+            out.append(("one-suspect", cleared_key(c.probe),
+                        f"its toggle edits the same statement as {merged[c.probe]}'s: one suspect, not cleared apart"))
         runs = [r for r in (s.run(x) for x in c.evidence) if r is not None and r is not base]
         why = []
         for r in runs:
@@ -56,6 +62,10 @@ def _credited(s: Session) -> list[tuple[str, str, str]]:
             why = credit(s, base, r)
             if why:
                 out.append(("fix-credit", key, f"{r.id} ({r.toggle}) is credited to {r.probe}, but {why}"))
+            beside = effect(s, base, r).outside
+            if beside and ("also took away" not in c.narrative or str(c.confidence) == "high"):
+                out.append(("fix-credit", key, f"{r.id} ({r.toggle}) also took away {'; '.join(beside)}, and the "
+                                               f"cause credits {r.probe} alone"))
             if "fixes it" in c.narrative and thin(r) and not any(
                     not thin(x) and compare(s, base, x) == Compared.FIXED for x in runs):
                 out.append(("fix-margin", key, f"it says 'fixes it' on {r.id}, which {thin(r)}"))

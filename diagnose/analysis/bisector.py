@@ -142,7 +142,8 @@ def conclude(session: Session) -> None:
         c.rank = i
     session.causes = causes
     blamed = {p for c in causes for p in c.suspects}
-    session.cleared = cleared(session, base, singles, verdicts, blamed, failing)
+    # a probe merged into another's suspect is neither cleared nor a cause of its own (see _inconclusive)
+    session.cleared = cleared(session, base, singles, verdicts, blamed | set(merged), failing)
     session.fix = choose_fix(session, base)
 
 

@@ -6,7 +6,7 @@ how a finding names it, so `diagnose report --audit` can say which sentence of t
 
 Kinds: verdict, figure (a stage's time against its budget), cause, cleared ("not the cause"),
 inconclusive, fix, cost (the steady state of one working fix), measure (a figure a probe derives from its
-runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures).
+runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures; or that deriving them failed).
 """
 from __future__ import annotations
 
@@ -70,6 +70,32 @@ def _fix_text(s: Session) -> str:
     return f"{f.toggle or ''} (run {f.run}) passes every check and fits every budget, {why}"
 
 
+FIGURES_FAILED = "figures failed"
+
+
+def _measures(s: Session) -> list[Claim]:
+    """Each probe's figures. One that raises (a bug of ours) is a claim naming the probe and the error, resting
+    on no run, and the others go on: a figure is never worth the report."""
+    from probes import REGISTRY
+    out = []
+    for m in REGISTRY:
+        try:
+            figures = list(m.INFO.figures(s)) if m.INFO.figures else []
+        except Exception as e:  # noqa: BLE001 - contained: the report and the session must still be written
+            why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}".rstrip(": ")
+            out.append(Claim(f"{m.INFO.name} {FIGURES_FAILED}", "measure", m.INFO.name,
+                             f"The {m.INFO.name} probe's figures could not be derived (a bug in diagnose): {why}",
+                             (), ("claim-runs",)))
+            continue
+        out += [Claim(key, "measure", m.INFO.name, text, tuple(runs), ("claim-runs",)) for key, text, runs in figures]
+    return out
+
+
+def failures(claims: list[Claim]) -> list[Claim]:
+    """The claims that say a part of diagnose failed (a probe's figures)."""
+    return [c for c in claims if c.kind == "measure" and c.key.endswith(FIGURES_FAILED)]
+
+
 def derive(s: Session) -> list[Claim]:
     """Every claim of the session, in the order a report states them."""
     v, base = s.verdict, s.baseline
@@ -79,10 +105,7 @@ def derive(s: Session) -> list[Claim]:
     for m in summary.margins(base) if base else []:
         out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
                          (base.id,), ("figure-budget",)))
-    from probes import REGISTRY
-    for m in REGISTRY:
-        for key, text, runs in (m.INFO.figures(s) if m.INFO.figures else []):
-            out.append(Claim(key, "measure", m.INFO.name, text, tuple(runs), ("claim-runs",)))
+    out += _measures(s)
     for c in s.causes:
         conf = f"confidence {c.confidence}; " + ("changes the outcome" if c.changes_outcome else "time only") + \
             ("" if c.confirmed else ", unconfirmed")

@@ -168,13 +168,33 @@ def loops(src: str) -> list[tuple[int, int]]:
     return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
 
 
+def _called_from(src: str, spans: list) -> list[tuple[int, int]]:
+    """The bodies of the file's own functions that the suspect's statements call, directly or through each other:
+    their loops (a helper that burns time) are the suspect's work, not work beside it."""
+    try:
+        tree = ast.parse(src)
+    except (SyntaxError, RecursionError, ValueError):
+        return []
+    defs = {n.name: n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    todo = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and any(a <= n.lineno <= b for a, b in spans)]
+    seen: set[str] = set()
+    while todo:
+        for c in (x for x in ast.walk(todo.pop()) if isinstance(x, ast.Call)):
+            name = c.func.id if isinstance(c.func, ast.Name) else c.func.attr if isinstance(c.func, ast.Attribute) \
+                else None
+            if name in defs and name not in seen:
+                seen.add(name)
+                todo.append(defs[name])
+    return [(defs[n].lineno, defs[n].end_lineno or defs[n].lineno) for n in seen]
+
+
 def _other_loops(src: str, pairs, lm: LineMap, spans: list, bid: str, vid: str) -> list[str]:
     """Loops outside the suspect's statements (neither holding one nor held by one) whose time fell in the
     variant: work the toggle took away that is not its suspect's (a table pinned ahead of a guard that also
     skips a warmup)."""
-    out = []
+    out, mine = [], list(spans) + _called_from(src, spans)
     for a, b in loops(src):
-        if any(a <= x <= b or x <= a <= y for x, y in spans):
+        if any(a <= x <= b or x <= a <= y for x, y in mine):
             continue
         e = _span_effect(pairs, lm, (a, b))
         before, after = _total(e["base"]), _total(e["kept"]) + _total(e["moved"])
