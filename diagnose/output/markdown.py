@@ -5,7 +5,9 @@ details and warnings, ranked causes, suspects verified not to matter, suspects t
 for, the fix and the cost of every working fix, evidence per run, a timeline of the baseline against the
 fix, the suspects in the source, the baseline's stages, the failure (the submission's frames first),
 compile metrics, the environment, and the command to reproduce. Every statement is its own paragraph.
-Text the submission controls (messages, code, paths) goes into code spans or fenced blocks.
+Text the submission controls (messages, code, paths) goes into code spans or fenced blocks. So that it
+pastes whole into a GitHub issue, the first screen is the verdict, the causes, the fix and its diff; the
+long evidence is folded under its heading, and no path of this machine is in it (md_public.py).
 """
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ import shlex
 
 from diagnose.analysis import claims, hotspots, summary, target
 from diagnose.analysis.claims import Claim
-from diagnose.output import md_bisect, md_libs, md_stages, md_state
+from diagnose.output import md_bisect, md_libs, md_public, md_stages, md_state
 from diagnose.output.text import code_span, fence
 from diagnose.session import Role, Run, Session
 from diagnose.status import UNEXPLAINED, Status
@@ -177,16 +179,16 @@ def _fix(s: Session, cl: list[Claim]) -> list[str]:
         return []
     f = s.fix
     text = fix.text.replace(fix.title, code_span(fix.title), 1) if fix.title else fix.text
-    out = ["## Verified fix", "", f"{text}.", "", *fence(f.diff.rstrip(), "diff"), "",
-           "Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call time):",
-           "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
+    out = ["## Verified fix", "", f"{text}.", "", *fence(f.diff.rstrip(), "diff"), ""]
     if f.state:
         out[4:4] = [f"Its run differs from the baseline in state kept between processes: {f.state}.", ""]
+    costs = ["Steady-state cost of every working fix (geometric mean of the benchmark shapes' median per-call "
+             "time):", "", "| fix | steady µs | vs this fix |", "|---|---|---|"]
     for c in f.costs:
         vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else \
             f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
-        out.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
-    return out + [""]
+        costs.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
+    return out + md_public.details("the steady-state cost of every working fix", costs)
 
 
 def _evidence(s: Session, cl: list[Claim]) -> list[str]:
@@ -272,12 +274,13 @@ def render(session: Session) -> str:
     took = "" if s.diagnosis_s is None else (f" · verdict at {s.verdict_at_s:.0f} s" if s.verdict_at_s else "") + \
         (f" · causes at {s.cause_at_s:.0f} s" if s.cause_at_s else "") + f" · diagnosis {s.diagnosis_s:.0f} s"
     lines += [f"_{s.created} · diagnose {s.tool_version} · session schema {s.schema_version}{took}_", ""]
+    fold = md_public.fold     # the first screen: verdict, causes, fix and its diff; the evidence folded below
     if s.edit_bisect:    # `diagnose bisect`: the search, then the runs behind it
-        lines += _verdict(s, cl) + md_bisect.sections(s) + _evidence(s, cl) + _environment(s)
+        lines += _verdict(s, cl) + md_bisect.sections(s) + fold(_evidence(s, cl)) + fold(_environment(s))
     else:
-        lines += _verdict(s, cl) + _causes(s, cl) + _where(s) + _fix(s, cl) + _evidence(s, cl)   # the ticket's order
+        lines += _verdict(s, cl) + _causes(s, cl) + fold(_where(s)) + _fix(s, cl) + fold(_evidence(s, cl))
         for part in (_gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
                      md_libs.autotuning, md_libs.builds, md_state.state, _environment):
-            lines += part(s)
+            lines += fold(part(s))
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
-    return "\n".join(lines).rstrip() + "\n"
+    return md_public.publish("\n".join(lines).rstrip() + "\n", s)

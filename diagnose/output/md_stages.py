@@ -5,7 +5,7 @@ with the submission's frames first, and the compile metrics of every run.
 from __future__ import annotations
 
 from diagnose.analysis import summary
-from diagnose.output import md_state
+from diagnose.output import md_public, md_state
 from diagnose.output.text import code_span, fence, fold_frames
 from diagnose.session import Session, StageResult
 from diagnose.status import Status
@@ -77,7 +77,7 @@ def failure(s: Session) -> list[str]:
     if st.exception:
         frames = st.exception.get("frames") or []
         out += [f"Exception in `{st.phase}`, the submission's frames first (library frames folded):", ""]
-        out += fence("\n".join(fold_frames(frames, "submission.py")) + "\n" +
+        out += fence("\n".join(fold_frames(frames, "submission.py", shown=sub)) + "\n" +
                      f"{st.exception.get('type')}: {(st.exception.get('message') or '').strip()[:2000]}")
         out += ["", "<details><summary>Full traceback</summary>", "", *fence(
             (st.exception.get("traceback") or "").rstrip()[-6000:]), "", "</details>", ""]
@@ -86,18 +86,19 @@ def failure(s: Session) -> list[str]:
         out += [f"Against the reference's own output ({st.numerics.get('case')}): {summary.wrong_by(st)}.", "",
                 "| index | got | expected |", "|---|---|---|"]
         out += [f"| {w['index']} | {w['got']} | {w['expected']} |" for w in x["worst"]] + [""]
-    ref, sub = (st.numerics or {}).get("reference"), (st.numerics or {}).get("submission")
-    if ref and sub and ref != sub:
+    ref, mine = (st.numerics or {}).get("reference"), (st.numerics or {}).get("submission")
+    if ref and mine and ref != mine:
         out += ["Numeric settings while each side computed: " + "; ".join(
-            f"{k}: reference {ref[k]}, submission {sub.get(k)}" for k in ref if ref[k] != sub.get(k)) + ".", ""]
+            f"{k}: reference {ref[k]}, submission {mine.get(k)}" for k in ref if ref[k] != mine.get(k)) + ".", ""]
     if st.stacks:
         site = s.verdict.site
         hl = f" Innermost submission frame: line {site['line']} {code_span(site['code'])}." if site else ""
         out += [f"Stacks when the process was stopped ({st.killed or st.signal or 'fatal signal'}).{hl}", "",
-                *fence(st.stacks.rstrip()[-6000:]), ""]
+                *md_public.stacks(st.stacks, 6000), ""]
     if st.stderr_tail.strip():
         out += ["stderr (tail):", "", *fence(st.stderr_tail.rstrip()[-3000:]), ""]
-    del sub
+    if len(out) == 2:        # a heading with nothing under it reads as a section lost
+        out += [f"The failed stage (`{st.name}`) left no exception, stacks or stderr to show.", ""]
     return out
 
 

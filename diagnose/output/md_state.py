@@ -4,7 +4,8 @@ into code spans."""
 from __future__ import annotations
 
 from diagnose.analysis import carried, summary
-from diagnose.output.text import code_span, fence
+from diagnose.output import md_public
+from diagnose.output.text import code_span
 from diagnose.session import Session, StageResult
 from diagnose.status import Status
 
@@ -27,7 +28,7 @@ def compile_step(st: StageResult, s: Session) -> list[str]:
            f"the stage ran after it.", ""]
     if c.killed and c.stacks.strip():
         out += ["<details><summary>Stacks of the compile step when it was stopped</summary>", "",
-                *fence(c.stacks.rstrip()[-4000:]), "", "</details>", ""]
+                *md_public.stacks(c.stacks, 4000), "", "</details>", ""]
     return out
 
 

@@ -32,9 +32,9 @@ def _is_sub(f: dict, name: str) -> bool:
     return f.get("file", "").endswith(name)
 
 
-def fold_frames(frames: list[dict], submission_name: str) -> list[str]:
-    """Traceback lines, outermost first: the submission's frames in full, each run of library frames
-    folded into one line that says how many there were and where they were."""
+def fold_frames(frames: list[dict], submission_name: str, shown: str | None = None) -> list[str]:
+    """Traceback lines, outermost first: the submission's frames in full (named `shown`, the path it was
+    given as), each run of library frames folded into one line that says how many there were and where."""
     out, run = [], []
 
     def flush():
@@ -46,7 +46,7 @@ def fold_frames(frames: list[dict], submission_name: str) -> list[str]:
     for f in frames:
         if _is_sub(f, submission_name):
             flush()
-            out.append(f'  File "{submission_name}", line {f["line"]}, in {f.get("func", "?")}')
+            out.append(f'  File "{shown or submission_name}", line {f["line"]}, in {f.get("func", "?")}')
             if f.get("code"):
                 out.append(f"    {f['code'].strip()}")
         else:
@@ -55,10 +55,18 @@ def fold_frames(frames: list[dict], submission_name: str) -> list[str]:
     return ["Traceback (most recent call last):"] + out
 
 
+_INSTALLED = re.compile(r"/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
+
+
 def _lib(path: str) -> str:
-    """'torch/_dynamo' for '…/site-packages/torch/_dynamo/eval_frame.py'."""
+    """'torch/_dynamo' for '…/site-packages/torch/_dynamo/eval_frame.py', 'json/decoder.py' for the standard
+    library's, 'diagnose/runs' for the tool's own; elsewhere the file and its folder, never the directories
+    above them (a home, a user name)."""
     p = path.replace("\\", "/")
-    if "site-packages/" in p:
-        p = p.split("site-packages/", 1)[1]
+    own = p.find("/diagnose/")
+    m = _INSTALLED.search(p)
+    if own >= 0 or m:
+        parts = [x for x in p[own + 1 if own >= 0 else m.end():].split("/") if x]
+        return "/".join(parts[:2]) if parts else path
     parts = [x for x in p.split("/") if x and x != "…"]
-    return "/".join(parts[:2]) if len(parts) > 1 else (parts[0] if parts else path)
+    return "/".join(parts[-2:]) if parts else path

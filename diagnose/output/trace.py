@@ -1,14 +1,16 @@
 """trace.json: every run's stages and phases as a Chrome / Perfetto trace (open in ui.perfetto.dev).
 
-One process per run, one thread per stage; times are each stage's own clock, in microseconds.
+One process per run, one thread per stage; times are each stage's own clock, in microseconds. A stage's
+message names no path of this machine (public.py): the trace goes along with the report.
 """
 import json
 
+from diagnose.output import public
 from diagnose.session import Session
 
 
 def render(session: Session) -> str:
-    events = []
+    events, scrub = [], public.scrubber(session)
     for pid, run in enumerate(session.runs, 1):
         name = str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
         events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{run.id} {name}"}})
@@ -17,7 +19,7 @@ def render(session: Session) -> str:
             if not st.phases and not st.wall_s:
                 continue
             events.append({"ph": "X", "name": f"{st.name} ({st.status})", "pid": pid, "tid": tid, "ts": 0,
-                           "dur": st.wall_s * 1e6, "args": {"status": str(st.status), "message": st.message}})
+                           "dur": st.wall_s * 1e6, "args": {"status": str(st.status), "message": scrub(st.message)}})
             for w in st.lock_waits:
                 events.append({"ph": "X", "name": f"GPU lock wait ({w['mode']})", "pid": pid, "tid": tid,
                                "ts": w["start_s"] * 1e6, "dur": w["seconds"] * 1e6})
