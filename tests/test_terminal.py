@@ -32,7 +32,7 @@ def test_piped_run_prints_plain_lines_as_expected(tmp_path):
 def test_piped_check_quiet_prints_only_the_verdict(tmp_path):
     res = cli("check", FIXTURES / "hostile" / "returns_none.py", "-b", "30", "-q")
     assert res.returncode == 1
-    assert res.stdout.strip().splitlines() == ["AT RISK (wrong)"]
+    assert res.stdout.strip().splitlines() == ["FAILS (wrong)"]
     assert res.stderr == ""
 
 

@@ -1,8 +1,6 @@
 """Command line: `diagnose run | check | probes | report`. The only module that writes files.
 
-Exit codes: 0 ok, 1 a problem was found (timeout, crash, wrong result, at risk, tampering), 2 bad input or
-usage, 3 this machine cannot judge the submission (it needs a GPU this machine lacks), 130 / 143
-interrupted by SIGINT / SIGTERM (the partial session and report are written first).
+Exit codes: exits.py, the one place they are defined; `--help` prints its table.
 
 Commands stay thin: checking inputs is prepare.py's, running is the engine's, what is printed is the
 renderers'. Every bad value, typer's own type errors included, ends as one `error:` line and exit 2.
@@ -12,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Optional
@@ -21,7 +20,8 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out
+from diagnose.cli.exits import BAD_INPUT, INTERNAL, REFUSED, help_text, stopped_code
+from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
 from diagnose.errors import BadInput, Refused
 from diagnose.runs import harness
 
@@ -43,8 +43,8 @@ _ABORT = getattr(_cx, "Abort", KeyboardInterrupt)   # not in every click's excep
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   rich_markup_mode=None, context_settings={"help_option_names": ["-h", "--help"]},
-                  help="Find out why a GPU kernel submission times out or crashes, with measurements and a "
-                       "tested fix.")
+                  epilog=help_text(), help="Find out why a GPU kernel submission times out or crashes, with "
+                                           "measurements and a tested fix.")
 
 
 def _version(value: bool) -> None:
@@ -78,7 +78,7 @@ RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
                       help="Replay scripted stage results instead of starting processes (tests).")
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=help_text())
 def run(
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
@@ -130,11 +130,11 @@ def run(
         write_atomic(fix, eng.sources[session.fix.run])
     if code:
         err.print(f"interrupted: partial report written to {escape(str(outdir.path))}")
-        raise typer.Exit(code)
+        raise typer.Exit(stopped_code(code - 128))
     raise typer.Exit(exit_code(session))
 
 
-@app.command(cls=_Command)
+@app.command(cls=_Command, epilog=help_text())
 def check(
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
@@ -149,23 +149,28 @@ def check(
     verbose: bool = VERBOSE,
     runner: Optional[str] = RUNNER,
 ):
-    """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. Exit 0 safe,
-    1 at risk or failing, 2 bad input, 3 cannot be judged on this machine."""
+    """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. It ends in one word:
+    SAFE (PASSED ON CPU without a GPU), AT RISK, FAILS, INCONCLUSIVE, INTERRUPTED or CANNOT JUDGE HERE."""
     from diagnose.cli.files import OutDir
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import check_exit
-    from diagnose.output.console import check_table
+    from diagnose.output.console import check_header, check_lines
     from diagnose.source.risks import static_risks
     prep = prepare(Inputs(submission, problem=problem, task=task, budget=budget, compile_budget=compile_budget,
                           sample_repeats=5, small=small, jobs=1, probes="none", problems_root=problems_root))
     outdir = OutDir(out_dir, "--out") if out_dir else None
-    _, save, code = engine_pass(prep, prep.settings.but(confirm=False), outdir, quiet, verbose, runner)
-    save(prep.session)
-    lines, safe = check_table(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
-                              prep.settings.gpu, quiet=quiet)
+    if not quiet:
+        out.print(check_header(prep.session.submission["path"], prep.board, prep.folder, prep.settings.budgets))
+    eng, save, code = engine_pass(prep, prep.settings.but(confirm=False), outdir, quiet, verbose, runner)
+    failed = save(prep.session)
+    signum = code - 128 if code else None
+    lines, word = check_lines(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
+                              prep.settings.gpu, quiet=quiet, errors=eng.errors,
+                              stopped=signal.Signals(signum).name if signum else None)
     for line in lines:
         out.print(line)
-    raise typer.Exit(code or check_exit(prep.session, safe))
+    say_failed(prep.session, failed)
+    raise typer.Exit(check_exit(word, signum))
 
 
 @app.command(cls=_Command)
@@ -256,7 +261,7 @@ def report(
     sys.stdout.write(RENDERERS[fmt](session))
 
 
-def _error(msg: str, code: int = 2) -> int:
+def _error(msg: str, code: int = BAD_INPUT) -> int:
     err.print(f"[bold red]error:[/] {escape(msg)}")
     return code
 
@@ -267,7 +272,7 @@ def _refused(e: Refused) -> int:
         out.print(f"[bold red]REFUSED[/] by KernelBot before any run: {escape(msg)}")
         for r in (x for x in e.reasons if x.message == msg):
             out.print(f"  {escape(e.path)}: {escape(r.describe())}")
-    return 1
+    return REFUSED
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -276,7 +281,7 @@ def main(argv: list[str] | None = None) -> None:
         rv = app(argv, standalone_mode=False, prog_name="diagnose")
     except _NO_ARGS as e:
         out.print(e.ctx.get_help() if e.ctx else "")
-        sys.exit(2)
+        sys.exit(BAD_INPUT)
     except _cx.UsageError as e:
         sys.exit(_error(e.format_message().replace("\n", " ")))
     except BadInput as e:
@@ -284,11 +289,11 @@ def main(argv: list[str] | None = None) -> None:
     except Refused as e:
         sys.exit(_refused(e))
     except (_ABORT, KeyboardInterrupt):
-        sys.exit(130)
+        sys.exit(stopped_code(signal.SIGINT))
     except _cx.ClickException as e:
         sys.exit(_error(e.format_message(), e.exit_code))
     except Exception as e:  # noqa: BLE001 - a bug of ours: one line (the traceback with DIAGNOSE_DEBUG=1)
         if os.environ.get("DIAGNOSE_DEBUG"):
             raise
-        sys.exit(_error(f"internal error (a bug in diagnose): {type(e).__name__}: {e}", 70))
+        sys.exit(_error(f"internal error (a bug in diagnose): {type(e).__name__}: {e}", INTERNAL))
     sys.exit(rv if isinstance(rv, int) else 0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import itertools
+import json
 import os
 import tempfile
 import threading
@@ -28,9 +29,37 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def save_all(out: Path, session: Session) -> None:
+def save_all(out: Path, session: Session) -> list[str]:
+    """Every file of the session, session.json first; each rendered on its own, so that a renderer that raises
+    (a bug of ours) costs only its own file and never the runs. Returns what failed, one "file: error" each;
+    report.md then holds a short note saying so, and session.json, if even its renderer failed, the raw session
+    without the derived claims. An error writing a file (the disk) is raised."""
+    failed = []
     for name, fmt in FILES.items():
-        write_atomic(out / name, RENDERERS[fmt](session))
+        try:
+            text = RENDERERS[fmt](session)
+        except Exception as e:  # noqa: BLE001 - a bug of ours in a renderer: said, and the other files go on
+            why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}".rstrip(": ")
+            failed.append(f"{name}: {why}")
+            text = _stand_in(name, session, why)
+        if text is not None:
+            write_atomic(out / name, text)
+    return failed
+
+
+def _stand_in(name: str, session: Session, why: str) -> str | None:
+    """What a file whose renderer failed holds instead: the raw runs, or a note that names the failure."""
+    if name == "session.json":
+        data = session.to_dict()
+        data["claims_error"] = f"the claims could not be derived (a bug in diagnose): {why}"
+        return json.dumps(data, indent=1, default=str) + "\n"
+    if name == "report.md":
+        v = session.verdict
+        return (f"# diagnose: {session.submission.get('name', '')}: {str(v.status).upper()}\n\n"
+                f"- **Verdict:** {str(v.status).upper()} {v.message}\n\n"
+                f"The report renderer failed (a bug in diagnose): {why}; session.json holds every run "
+                f"(`diagnose report session.json` renders this report again).\n")
+    return None
 
 
 class OutDir:
@@ -55,8 +84,8 @@ class OutDir:
             os.close(self._fd)
             raise BadInput(f"{option} {path}: another diagnose run is writing there") from None
 
-    def save(self, session: Session) -> None:
-        save_all(self.path, session)
+    def save(self, session: Session) -> list[str]:
+        return save_all(self.path, session)
 
     def close(self) -> None:
         if self._fd is not None:
@@ -72,7 +101,8 @@ class Saver:
     that pile up while one is written (runs that end together) cost one write, not one each: a whole save of a
     long diagnosis takes about a second, and each used to hold the engine's lock and the run's next stage.
     `now(session)` writes at once and returns when the files are on disk (the final write); an older copy still
-    on its way is then dropped, never written over it. A failed background write is raised by the next `now`."""
+    on its way is then dropped, never written over it. A failed background write is raised by the next `now`;
+    `now` returns the files whose renderer failed (save_all), the last write's."""
 
     def __init__(self, outdir: OutDir | None, before=None):
         self.outdir, self.before = outdir, before or (lambda s: None)
@@ -82,6 +112,7 @@ class Saver:
         self._write = threading.Lock()
         self._written = 0
         self._error: BaseException | None = None
+        self.failed: list[str] = []
         self._thread: threading.Thread | None = None
 
     def __call__(self, session: Session) -> None:
@@ -111,13 +142,13 @@ class Saver:
     def _put(self, seq: int, session) -> None:
         with self._write:
             if seq > self._written:
-                save_all(self.outdir.path, session())
+                self.failed = save_all(self.outdir.path, session()) or []
                 self._written = seq
 
-    def now(self, session: Session) -> None:
+    def now(self, session: Session) -> list[str]:
         self.before(session)
         if self.outdir is None:
-            return
+            return []
         seq = next(self._seq)
         with self._cv:
             self._pending = None
@@ -125,3 +156,4 @@ class Saver:
         if self._error is not None:
             e, self._error = self._error, None
             raise e
+        return self.failed

@@ -48,10 +48,13 @@ class Inputs:
 
 @dataclass
 class Prepared:
-    """Everything a diagnosis starts from, checked: the submission, its settings, a new session."""
+    """Everything a diagnosis starts from, checked: the submission, its settings, a new session, and what the
+    header resolved (`board`: the leaderboard's entry, or None) and the problem folder as the user named it."""
     sub: Submission
     settings: Settings
     session: Session
+    board: dict | None = None
+    folder: str = ""
 
 
 def positive(flag: str, val: float | None) -> None:
@@ -214,7 +217,13 @@ def prepare(i: Inputs) -> Prepared:
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "") + \
         ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +
           ("; they start once the baseline has its CUDA context" if gpu else "")) if jobs > 1 else "")
-    return Prepared(sub=sub, settings=settings, session=session)
+    return Prepared(sub=sub, settings=settings, session=session, board=board, folder=_named(t, problem))
+
+
+def _named(t, problem: Path | None) -> str:
+    """The problem folder as the user named it (the option, or the checkout's yaml under the root as given): never
+    where it lies on this machine, unless that is what the user gave."""
+    return f"(built-in {t.name})" if t.builtin else os.path.normpath(str(problem))
 
 
 def cannot_judge(session, settings) -> bool:

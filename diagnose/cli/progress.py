@@ -26,6 +26,29 @@ def _dur(s: float) -> str:
     return f"{s:.0f} s" if s < 120 else f"{s / 60:.1f} min"
 
 
+WAIT_SHOWN_S = 0.05     # below this, wall and charged time print the same
+
+
+def clock(st, of_budget: bool = True) -> str:
+    """A step's time on the clock its status was judged by: charged time (wall less the time it was kept waiting
+    for the GPU or paused for another run's timing), with the wall time beside it when they differ. A time past
+    the budget next to a pass says why it is there."""
+    waited = st.wall_s - st.charged_s
+    text = (f"in {st.charged_s:.1f} s charged ({st.wall_s:.1f} s wall, {waited:.1f} s waiting for the GPU)"
+            if waited >= WAIT_SHOWN_S else f"in {st.wall_s:.1f} s")
+    if st.budget_s:
+        text += f" of {st.budget_s:g} s" if of_budget else ""
+        past = st.charged_s - st.budget_s
+        if str(st.status) == "ok" and past >= WAIT_SHOWN_S:
+            text += f" (past its budget by {past:.1f} s on this clock, yet its deadline did not stop it)"
+    return text
+
+
+def never_ran(run) -> bool:
+    """A run the diagnosis ended before it started: no stage of it ran."""
+    return all(str(st.status) == "skipped" for st in run.stages) and str(run.outcome) in ("interrupted", "skipped")
+
+
 class Progress:
     """What is running and what is done; the renderers below only differ in how they show it."""
 
@@ -36,6 +59,9 @@ class Progress:
         self.t0 = time.time()
         self.active: dict[str, dict] = {}
         self.done: list[tuple[str, str, str]] = []   # (run id, label, outcome)
+        self.not_run = 0                             # runs the diagnosis ended before they started
+        self._first_total = 0                        # the total the first counts line had: it only grows
+        self.stopping = False                        # a run was stopped: no estimate of what is left
         self._shown: dict[str, int] = {}             # run id -> how many of its stages were shown
         self.early = ""                              # the verdict, once decided before the end
 
@@ -67,17 +93,28 @@ class Progress:
     def on_run_done(self, run) -> None:
         with self.lock:
             self.active.pop(run.id, None)
-            self.done.append((run.id, _label(run), str(run.outcome)))
+            self.stopping = self.stopping or str(run.outcome) == "interrupted"
+            if never_ran(run):
+                self.not_run += 1
+            else:
+                self.done.append((run.id, _label(run), str(run.outcome)))
         self.run_done(run)
 
     def counts(self) -> str:
+        """"k of N runs done": N is every run planned so far, less those never started, and grows as the
+        diagnosis plans more from what it learns; an estimate from a total that has grown is a lower bound."""
         with self.lock:
-            k, n = len(self.done), max(len(self.done), self.planned())
+            k, skipped = len(self.done), self.not_run
+            n = max(k, self.planned() - skipped)
+            self._first_total = self._first_total or n
+            grew, stopping = n > self._first_total, self.stopping
         el = time.time() - self.t0
         if n == 0:
             return f"starting · {_dur(el)} elapsed"
-        left = f" · about {_dur(el / k * (n - k))} left" if 0 < k < n else ""
-        return f"{k} of {n} runs done · {_dur(el)} elapsed{left}"
+        left = f" · {'at least' if grew else 'about'} {_dur(el / k * (n - k))} left" if 0 < k < n and not \
+            stopping else ""
+        never = f", {skipped} never started" if skipped else ""
+        return f"{k} of {n} runs done{never} · {_dur(el)} elapsed{left}"
 
     def on_verdict(self, session, what: str = "cause") -> None:
         from diagnose.analysis import claims
@@ -150,10 +187,13 @@ class PlainProgress(Progress):
         budget = f" of {st.budget_s:g} s" if st.budget_s else ""
         msg = f": {st.message[:160]}" if st.message and str(st.status) != "ok" else ""
         c = st.compile_step
-        step = f" (after its compile step: {c.status} in {c.wall_s:.1f} s)" if c is not None else ""
-        when = (f"in {st.wall_s:.1f} s{budget}" if not st.lost_worker else
+        step = f" (after its compile step: {c.status} {clock(c, of_budget=False)})" if c is not None else ""
+        when = (clock(st) if not st.lost_worker else
                 f"when its pool worker died, {st.wall_s:.1f} s in (the harness waits out all{budget})")
         self._line(f"{run.id} {_label(run)} · {st.name} {st.status} {when}{msg}{step}")
 
     def run_done(self, run) -> None:
+        if never_ran(run):
+            self._line(f"{run.id} never started: {run.note or run.outcome} ({self.counts()})")
+            return
         self._line(f"{run.id} done: {run.outcome} ({self.counts()})")

@@ -13,6 +13,7 @@ import threading
 from pathlib import Path
 
 from rich.console import Console
+from rich.markup import escape
 
 from diagnose.errors import BadInput
 
@@ -48,7 +49,9 @@ class Signals:
 
 def progress_for(prep, verbosity: int):
     from diagnose.cli.progress import LiveProgress, PlainProgress, Progress
-    budgets, planned = prep.settings.budgets, lambda: len(prep.session.runs)
+    # the problem's reference check is never reported done (it is the preflight's, not a run of the submission)
+    budgets = prep.settings.budgets
+    planned = lambda: sum(1 for r in list(prep.session.runs) if str(r.role) != "reference")   # noqa: E731
     if verbosity < 0:
         return Progress(budgets, planned), contextlib.nullcontext()
     if _plain() or verbosity > 0:
@@ -120,8 +123,9 @@ def verbosity(quiet: bool, verbose: bool) -> int:
 
 def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=None):
     """One pass of the engine over a prepared submission with these settings: progress, signals, the engine and
-    its files (a problem that needs more GPUs than here gets its verdict with no run). Returns the engine, the
-    session's saver and the exit code of a signal that stopped it."""
+    its files (a problem that needs more GPUs than here gets its verdict with no run); our own failures said
+    once, and the verdict of a pass a signal stopped settled on what finished. Returns the engine, the session's
+    saver and the exit code of a signal that stopped it."""
     from diagnose.cli.prepare import cannot_judge
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
@@ -130,22 +134,68 @@ def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=
             walled_off(eng.runner, prep.session)
             with shown:
                 eng.diagnose()
+    _own_failures(prep.session, eng.errors)
+    if sig.code:
+        settle_stopped(prep.session, sig.code - 128)
     return eng, save, sig.code
+
+
+def _own_failures(session, errors: list[str]) -> None:
+    """A bug of ours on a run: said once; and where it cut the submission's own run short, that run's pass is no
+    pass (the verdict says inconclusive). A variant it cut short leaves the verdict as it stands."""
+    from diagnose.findings import Verdict
+    from diagnose.status import Status
+    if not errors:
+        return
+    last = errors[0].strip().splitlines()[-1]
+    session.notes.append(f"diagnose failed on {len(errors)} run(s) (a bug in diagnose): {last}")
+    err.print(f"internal error: diagnose failed on {len(errors)} run(s); those runs are marked incomplete "
+              f"and were not used as evidence")
+    base = session.baseline
+    if session.verdict.status == Status.OK and base is not None and base.outcome == Status.INCOMPLETE:
+        session.verdict = Verdict(Status.INCOMPLETE, message=f"inconclusive: diagnose failed on the submission's run "
+                                                             f"{base.id} (a bug in diagnose): {last}", runs=[base.id])
+
+
+def settle_stopped(session, signum: int) -> None:
+    """The verdict of a diagnosis a signal stopped, on what finished alone. The engine concluded as soon as the
+    stop came, before the stage it stopped had come back: concluded again now, a stage that never ended can
+    only leave it INTERRUPTED (a failure that did end stands)."""
+    from diagnose.analysis import summary
+    from diagnose.findings import Verdict
+    from diagnose.output.console import progress_text
+    from diagnose.status import FAILURES, Status
+    name = signal.Signals(signum).name
+    v = summary.verdict(session, interrupted=True)
+    if v.status in FAILURES or v.status == Status.NEEDS_GPU:
+        v.note = "; ".join(filter(None, [v.note, f"the diagnosis was stopped by {name}: conclusions rest only on "
+                                                 f"the runs that finished"]))
+    else:
+        v = Verdict(Status.INTERRUPTED, message=f"stopped by {name} before the diagnosis ended; "
+                                                f"{progress_text(session)}", runs=v.runs)
+    session.verdict = v
+    session.complete = False
+
+
+def say_failed(session, failed: list[str]) -> None:
+    """One line for the parts of diagnose that failed around a diagnosis that stands: a renderer, a probe's
+    figures. The runs and the verdict are intact, so the exit code stays the diagnosis's."""
+    from diagnose.analysis import claims
+    said = failed + [f"{c.title}'s figures" for c in claims.failures(claims.derive(session))]
+    if said:
+        err.print(escape(f"error: part of the output failed (a bug in diagnose): {'; '.join(said)}; session.json "
+                         f"holds every run"))
 
 
 def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None):
     """One full diagnosis of a prepared submission (`run`, and `bisect` for GOOD plus its minimal edits):
-    the engine's pass, our own failures said once, the summary printed.
+    the engine's pass, the summary printed.
     Returns the engine (its session and variant sources) and the exit code of a signal that stopped it."""
     from diagnose.output.console import run_summary
     session = prep.session
     eng, save, code = engine_pass(prep, prep.settings, outdir, quiet, verbose, runner_spec)
-    if eng.errors:
-        session.notes.append(f"diagnose failed on {len(eng.errors)} run(s) (a bug in diagnose): "
-                             f"{eng.errors[0].strip().splitlines()[-1]}")
-        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
-                  f"and were not used as evidence")
-    save(session)
+    failed = save(session)
     for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet):
         out.print(line)
+    say_failed(session, failed)
     return eng, code

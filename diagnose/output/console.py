@@ -2,12 +2,14 @@
 for Rich, so a message like `[red]` or `[/x]` prints as itself."""
 from __future__ import annotations
 
+import enum
+
 from rich.markup import escape
 from rich.table import Table
 
 from diagnose.analysis import claims, summary
 from diagnose.session import Session
-from diagnose.status import Status
+from diagnose.status import FAILURES, Status
 
 
 def _style(status: Status) -> str:
@@ -81,46 +83,139 @@ def _stage_table(session: Session, gpu: bool):
     return t, over, cpu_over, tight, wide
 
 
-def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
-                quiet: bool = False) -> tuple[list, bool]:
-    """The `check` table and whether the submission passes. Never passes when a stage failed, when a stage
-    time measured or predicted on a GPU exceeds its budget, or when the scan found an error-level risk.
-    Without a GPU, timings are shown but not judged (they say nothing about a GPU budget): a pass there is
-    PASSED ON CPU, never SAFE."""
+class Word(str, enum.Enum):
+    """The one word `check` ends in; each has its own exit code (cli/exits.py)."""
+    SAFE = "SAFE"
+    PASSED_ON_CPU = "PASSED ON CPU"     # every check passed; without a GPU, timing is not judged
+    AT_RISK = "AT RISK"                 # a pass whose margin or prediction is thin, or a risky source
+    FAILS = "FAILS"                     # what KernelBot will report: a crash, wrong result, timeout, tampering
+    INCONCLUSIVE = "INCONCLUSIVE"
+    INTERRUPTED = "INTERRUPTED"
+    CANNOT_JUDGE = "CANNOT JUDGE HERE"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+UNFINISHED = (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED, Status.INCOMPLETE)
+
+
+def stage_progress(session: Session) -> tuple[list[str], list[str]]:
+    """The submission's planned stages that finished (with how) and those that never did (and why not). A stage
+    the harness skips after a failure was never due, so it is neither."""
+    base = session.baseline
+    have = {st.name: st for st in (base.stages if base else [])}
+    failed = base is not None and base.failed_stage is not None and base.failed_stage.status in FAILURES
+    done, never = [], []
+    for name in session.harness.get("stages") or []:
+        st = have.get(name)
+        if st is not None and st.status not in UNFINISHED:
+            done.append(f"{name} {st.status}")
+        elif not (failed and (st is None or st.status == Status.SKIPPED)):
+            stopped = st is not None and st.status == Status.INTERRUPTED
+            never.append(f"{name} ({'stopped' if stopped else 'never started'})")
+    return done, never
+
+
+def progress_text(session: Session) -> str:
+    done, never = stage_progress(session)
+    return f"finished: {', '.join(done) or 'no stage'}; never finished: {', '.join(never) or 'none'}"
+
+
+def check_header(name: str, board: dict | None, folder: str, budgets: dict) -> str:
+    """check's first line: what it resolved (the leaderboard, the folder) and the budgets it judges against."""
+    where = (f"leaderboard {board['name']} ({board['listed_in']}) · folder {folder}" if board else
+             f"folder {folder}")
+    stages = ", ".join(f"{s} {budgets[s]:g} s" for s in ("test", "benchmark", "leaderboard") if s in budgets)
+    return escape(f"check: {name} · {where} · budgets: {stages}; compile step {budgets['compile']:g} s")
+
+
+def _inconclusive(session: Session, errors: list[str]) -> str | None:
+    """Why a run that ended for another reason than its own result cannot be judged, or None."""
+    v = session.verdict
+    if v.status in FAILURES or v.status == Status.NEEDS_GPU:
+        return None
+    if errors:
+        return (f"diagnose failed on {len(errors)} run(s) (a bug in diagnose): "
+                f"{errors[0].strip().splitlines()[-1]}")
+    if v.status in (Status.INCOMPLETE, Status.INTERRUPTED):
+        return v.message.removeprefix("inconclusive: ") or "no run finished"
+    base = session.baseline
+    cut = [st.name for st in (base.stages if base else []) if st.status in (Status.INTERRUPTED, Status.INCOMPLETE)]
+    if cut:
+        return f"{', '.join(cut)} ended for another reason than the submission's result"
+    return None if session.complete else "the diagnosis ended before it was complete"
+
+
+def _judged(session: Session, risky: bool, over: list, tight: list, gpu: bool) -> tuple[Word, str]:
+    """The word for a run that ended on its own result, and the reason beside it."""
+    status = session.verdict.status
+    if status in FAILURES:
+        return Word.FAILS, f"({status}{' on this CPU' if status == Status.TIMEOUT and not gpu else ''})"
+    if status == Status.OK and not over and not risky and not tight:
+        return (Word.SAFE, "(ok)") if gpu else (Word.PASSED_ON_CPU, "(ok; timing not judged without a GPU)")
+    if tight and status == Status.OK and not over and not risky:
+        return Word.AT_RISK, f"(margin) ({status})"
+    # the reason always says which made it: a predicted stage, a time, the source
+    detail = (", over budget" if over and status == Status.OK else "") + \
+        (", an error-level risk in the source" if risky and status == Status.OK else "")
+    return Word.AT_RISK, f"({status}{detail})"
+
+
+def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, quiet: bool = False,
+                stopped: str | None = None, errors: list[str] = ()) -> tuple[list, Word]:
+    """The `check` table and its one word. Only a run that ended on its own result is judged: one a signal
+    (`stopped`: its name) ended is INTERRUPTED, one a bug of ours or anything else cut short is INCONCLUSIVE;
+    either lists the stages that finished and those that never did. A failed stage FAILS. A pass is AT RISK
+    when a stage time measured or predicted on a GPU exceeds its budget or is too close to it, or when the
+    scan found an error-level risk. Without a GPU, timings are shown but not judged: a pass there is PASSED
+    ON CPU, never SAFE."""
     t, over, cpu_over, tight, wide = _stage_table(session, gpu)
-    lines: list = [t]
+    lines: list = [t] if t.row_count else []      # no runs (it cannot be judged here): no empty table
     for r in risks:
         color = "red" if r["severity"] == "error" else "yellow"
         lines.append(f"[{color}]risk[/] {escape(sub_path)}:{r['line']}: {escape(r['message'])}")
     status = session.verdict.status
-    if status == Status.NEEDS_GPU:
-        lines.append(f"[bold yellow]CANNOT JUDGE HERE[/] ({escape(session.verdict.message)})")
-        return (lines[-1:] if quiet else lines), False
+    why = None if stopped else _inconclusive(session, list(errors))
+    if stopped:
+        word, label = Word.INTERRUPTED, f"(by {stopped}): {progress_text(session)}"
+    elif status == Status.NEEDS_GPU:
+        word, label = Word.CANNOT_JUDGE, f"({session.verdict.message})"
+    elif why:
+        word, label = Word.INCONCLUSIVE, f"({status}): {why}" + (f" ({progress_text(session)})"
+                                                                  if stage_progress(session)[1] else "")
+    else:
+        word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu)
+        lines += _notes(word, over, cpu_over, tight, wide, gpu)
+    color = {Word.SAFE: "green", Word.PASSED_ON_CPU: "green", Word.AT_RISK: "red", Word.FAILS: "red"}
+    lines.append(f"[bold {color.get(word, 'yellow')}]{word}[/] {escape(label)}")
+    return (lines[-1:] if quiet else lines), word
+
+
+def _notes(word: Word, over: list, cpu_over: list, tight: list, wide: list, gpu: bool) -> list[str]:
+    """What the margins say, for a run judged on its own result (never for one cut short)."""
+    out = []
     if over:
-        lines.append(f"note: {', '.join(over)} measured or predicted over budget")
+        out.append(f"note: {', '.join(over)} measured or predicted over budget")
     if cpu_over:
-        lines.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
+        out.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
     if not gpu:
-        lines.append("note: no GPU here; CPU timings say nothing about a GPU budget")
+        out.append("note: no GPU here; CPU timings say nothing about a GPU budget")
     if tight:
-        lines.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
-                     f"runner, {', '.join(tight)} s passes its budget")
-    risky = any(r["severity"] == "error" for r in risks)
-    passed = status == Status.OK and not over and not risky and not tight
-    if passed and gpu and wide and all(wide):
-        lines.append("note: every stage has a wide margin (under half of its budget with spread "
-                     "and allowance): a timeout on KernelBot with this file points outside the submission (the "
-                     "queue, or a runner's own limit)")
-    label = ("SAFE" if gpu else "PASSED ON CPU") if passed else \
-        "INCONCLUSIVE" if session.verdict.message.startswith("inconclusive:") else \
-        "AT RISK (margin)" if tight and status == Status.OK and not over and not risky else "AT RISK"
-    # the label always says which of its three reasons made it: a stage, a time, the source
-    detail = (", over budget" if over and status == Status.OK else "") + \
-        (", an error-level risk in the source" if risky and status == Status.OK else "") + \
-        ("" if gpu or not passed else "; timing not judged without a GPU")
-    why = f": {escape(session.verdict.message)}" if label == "INCONCLUSIVE" else ""
-    lines.append(f"[bold {'green' if passed else 'red'}]{label}[/] ({status}{detail}){why}")
-    return (lines[-1:] if quiet else lines), passed
+        out.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
+                   f"runner, {', '.join(tight)} s passes its budget")
+    if word == Word.SAFE and wide and all(wide):
+        out.append("note: every stage has a wide margin (under half of its budget with spread and allowance): a "
+                   "timeout on KernelBot with this file points outside the submission (the queue, or a runner's "
+                   "own limit)")
+    return out
+
+
+def check_table(session: Session, risks: list[dict], sub_path: str, gpu: bool,
+                quiet: bool = False) -> tuple[list, bool]:
+    """check's lines and whether it passes (SAFE, or PASSED ON CPU)."""
+    lines, word = check_lines(session, risks, sub_path, gpu, quiet=quiet)
+    return lines, word in (Word.SAFE, Word.PASSED_ON_CPU)
 
 
 def probes_markdown(rows: list[dict]) -> str:
