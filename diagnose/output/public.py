@@ -81,11 +81,18 @@ def _pattern(s: Session) -> tuple[re.Pattern, list[str]]:
     tmps = sorted({p for p, label in prefixes if label == TMPDIR} | {"/tmp"}, key=lambda p: (-len(p), p))
     root = ((s.harness.get("container") or {}).get("places") or {}).get("root")
     known = [re.escape(root.rstrip("/")) + r"(?:/[\w-]+)?"] if isinstance(root, str) and root.strip("/") else []
-    box = "(?:" + "|".join(known + [re.escape(t) + _BOX_TAIL for t in tmps] + [_ANY_DIRS + _BOX_TAIL]) + ")"
+    # a container's path whose head a message cut off (`…mp/diagnose-4048-…/r0/work/submission.py`) is one too
+    box = "(?:" + "|".join(known + [re.escape(t) + _BOX_TAIL for t in tmps] + [_ANY_DIRS + _BOX_TAIL] +
+                           [r"[\w.-]+" + _ANY_DIRS + _BOX_TAIL]) + ")"
     alts = [rf"(?P<sub>{box}/work/submission\.py)", f"(?P<box>{box})"]
     alts += [f"(?P<p{i}>{re.escape(p)})" for i, (p, _) in enumerate(prefixes)]
+    # another machine's Python, which the session did not record (an older session): by its shape
+    alts += [r"(?P<gpy>/[^\s\"'`<>|]*?(?=/lib/python\d\.\d+/(?:site|dist)-packages/))",
+             r"(?P<gvenv>/[^\s\"'`<>|]*?/\.?venv(?=/bin/))"]
     # a name ends where no letter follows, nor a dot that goes on with one (a full stop may follow)
-    rx = re.compile(r"(?<![\w.~/$-])(?:" + "|".join(alts) + r")(?![\w-]|\.[\w-])(?P<rest>" + _REST + ")")
+    # ... and starts where nothing of a name stands before it, or after a compiler's -L/-I/-R flag (`-L/opt/...`)
+    rx = re.compile(r"(?:(?<![\w.~/$-])|(?<=\s-[LIR]))(?:" + "|".join(alts) + r")(?![\w-]|\.[\w-])(?P<rest>" + _REST
+                    + ")")
     return rx, [label for _, label in prefixes]
 
 
@@ -100,6 +107,8 @@ def scrubber(s: Session) -> Callable[[str, Callable[[str], str] | None], str]:
             return sub_path
         if m["box"] is not None:
             return CONTAINER
+        if m["gpy"] is not None or m["gvenv"] is not None:
+            return PYTHON
         return labels[next(int(k[1:]) for k, v in m.groupdict().items() if k.startswith("p") and v is not None)]
 
     def scrub(text: str, wrap: Callable[[str], str] | None = None) -> str:
