@@ -118,8 +118,11 @@ class StageResult:
 
     @property
     def seconds(self) -> float:
-        """The stage's time against its budget: the prediction where there is one, else charged time."""
-        return self.predicted_s if self.predicted_s is not None else self.charged_s
+        """The stage's time against its budget: the prediction where there is one, else charged time. A stage
+        that timed out took its whole budget: a prediction from the cases it timed before the deadline is not it."""
+        if self.status == Status.TIMEOUT or self.predicted_s is None:
+            return self.charged_s
+        return self.predicted_s
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":

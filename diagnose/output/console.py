@@ -69,8 +69,9 @@ def _stage_table(session: Session, gpu: bool):
         if m["seconds"] > m["budget_s"]:
             (over if gpu else cpu_over).append(m["stage"])
         need = summary.margin_need(st, m["seconds"])
-        if gpu and m["seconds"] <= m["budget_s"] < need:
-            tight.append(f"{m['stage']} {need:.1f} s of {m['budget_s']:.0f}")
+        # a margin is a pass's: a stage that failed has none to be thin
+        if gpu and st.status in (Status.OK, Status.AT_RISK) and m["seconds"] <= m["budget_s"] < need:
+            tight.append(f"{m['stage']} would need {need:.1f} s of its {m['budget_s']:.0f}")
         wide.append(summary.wide(need, m["budget_s"]))
         share = f"{m['seconds'] / m['budget_s']:.0%}" if m["budget_s"] else "—"
         c = st.compile_step
@@ -203,7 +204,7 @@ def _notes(word: Word, over: list, cpu_over: list, tight: list, wide: list, gpu:
         out.append("note: no GPU here; CPU timings say nothing about a GPU budget")
     if tight:
         out.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
-                   f"runner, {', '.join(tight)} s passes its budget")
+                   f"runner, {', '.join(tight)} s")
     if word == Word.SAFE and wide and all(wide):
         out.append("note: every stage has a wide margin (under half of its budget with spread and allowance): a "
                    "timeout on KernelBot with this file points outside the submission (the queue, or a runner's "
