@@ -118,11 +118,9 @@ class StageResult:
 
     @property
     def seconds(self) -> float:
-        """The stage's time against its budget: the prediction where there is one, else charged time. A stage
-        that timed out took its whole budget: a prediction from the cases it timed before the deadline is not it."""
-        if self.status == Status.TIMEOUT or self.predicted_s is None:
-            return self.charged_s
-        return self.predicted_s
+        """The stage's time against its budget: the prediction where there is one, else charged time (a timeout's
+        too: a prediction from the cases timed before the deadline is not what it took)."""
+        return self.charged_s if self.status == Status.TIMEOUT or self.predicted_s is None else self.predicted_s
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
@@ -205,7 +203,6 @@ class Run:
 
 
 # -- conclusions -------------------------------------------------------------------------------------
-
 
 @dataclass
 class Session:
