@@ -228,3 +228,30 @@ def test_a_search_at_every_new_shape_is_charged_with_every_first_call():
     text = hotspots.describe(h)
     assert "over the 3 first calls of test it ran in, 48.7 s in all" in text, text
     assert "inside Triton compiling a kernel" in text
+
+
+def test_two_causes_that_each_fail_alone_are_kept_apart_and_need_both_edits():
+    """A warmup and a search at each new shape, each over the budget alone: no single toggle fixes it, the run
+    that keeps only one of them still fails either way, and only the run without both passes. Two causes, each
+    saying it fails alone; never an interaction that 'needs all of' them."""
+    from diagnose.analysis.audit import audit
+    site = {"file": "/c/submission.py", "line": 8}
+    runs = [run("r0", outcome="timeout", fail_at="test", site=site),
+            run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="test", site=site),
+            run("r2", "search", "search results pinned", outcome="timeout", fail_at="test", site=site),
+            run("r3", "search", "keep warmup", outcome="timeout", fail_at="test", site=site,
+                role=Role.COMBINATION, removed=["search"]),
+            run("r4", "warmup", "keep search", outcome="timeout", fail_at="test", site=site,
+                role=Role.COMBINATION, removed=["warmup"]),
+            run("r5", "search+warmup", "all suspects removed", role=Role.COMBINATION, removed=["search", "warmup"])]
+    s = session(runs)
+    asked = []
+    bisector.search(s, ["warmup", "search"], fails=lambda keep: asked.append(list(keep)) or bool(keep))
+    bisector.conclude(s)
+    assert s.bisection["minimal"] == ["warmup"] and s.bisection["also"] == [["search"]], asked
+    mech = [c for c in s.causes if c.changes_outcome]
+    assert [c.suspects for c in mech] == [["warmup"], ["search"]]
+    for c in mech:
+        assert "one of 2 causes that each fail it on their own" in c.narrative and "r5" in c.evidence
+        assert "needs all of" not in c.narrative
+    assert audit(s) == [], [str(f) for f in audit(s)]

@@ -26,6 +26,7 @@ import math
 from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, passed_all, probe_site,
                                           seconds_saved, single_runs, toggle_rank)
 from diagnose.analysis.clearing import cleared
+from diagnose.analysis.cause_story import combination_story, each_alone
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import confirmations, effective, thin
@@ -70,8 +71,19 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
         prefetch([ordered, [], known] if known else [ordered, []])
     if fails(ordered) is True and fails([]) is False:
         session.bisection["checked"] = True
-        session.bisection["minimal"] = known if known and fails(known) is True else \
+        minimal = known if known and fails(known) is True else \
             ddmin(ordered, lambda keep: fails(keep) is True, prefetch)
+        session.bisection["minimal"] = minimal
+        # Another cause that fails it alone: with the first taken away, do the rest still fail? Each such set is a
+        # cause of its own (a warmup and a search, each over the budget), never part of an interaction
+        rest, more = [p for p in ordered if p not in minimal], []
+        while minimal and rest and fails(rest) is True:
+            nxt = ddmin(rest, lambda keep: fails(keep) is True, prefetch)
+            if not nxt or set(nxt) == set(rest) and fails(nxt) is not True:
+                break
+            more.append(nxt)
+            rest = [p for p in rest if p not in nxt]
+        session.bisection["also"] = more
 
 
 def _fixers(session: Session, base: Run) -> list[Run]:
@@ -124,7 +136,11 @@ def conclude(session: Session) -> None:
             (fixing if len(fixing) == 1 else [])
         minimal = list(dict.fromkeys(merged.get(p, p) for p in minimal))     # one statement, one suspect
         if minimal:
-            causes.append(_outcome_cause(session, base, minimal, fixers))
+            also = [list(dict.fromkeys(merged.get(p, p) for p in m)) for m in session.bisection.get("also") or []] \
+                if session.bisection.get("checked") else []
+            causes += [_outcome_cause(session, base, m, fixers) for m in [minimal] + also]
+            if also:
+                each_alone(session, causes[-1 - len(also):])
         elif effective(session, base).outcome in FAILURES and (
                 not singles or any(v != "unknown" for v in verdicts.values())):
             # the run that failed: the baseline, or (a flaky baseline) its solo rerun that did, which is
@@ -202,7 +218,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
             "gets past it"
         narrative = f"{what.capitalize()} needs all of: {named}. " + (
             f"Taking away any one of them {fixes} ({'; '.join(r.toggle for r in leads)})." if len(leads) == len(minimal)
-            else _combination_story(session, base, minimal, combos))
+            else combination_story(session, base, minimal, combos))
     else:
         p = minimal[0]
         d = _describe(p, [r.toggle for r in by[p]])
@@ -210,7 +226,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         # "fixes it" only where a run without it passed every stage the baseline ran (audit: cause-fixes)
         fixes = "fixes it" if lead and passed_all(base, lead) else "gets past it"
         narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} {fixes}." if lead else
-                                                                 _combination_story(session, base, minimal, combos))
+                                                                 combination_story(session, base, minimal, combos))
         if lead and lead.outcome in FAILURES:
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
@@ -235,26 +251,6 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
                  sites=[s for s in (probe_site(session, p) for p in minimal) if s],
                  seconds_saved=seconds_saved(session, base, best) if best else {}, confirmed=confirmed,
                  alternatives=alternatives)
-
-
-def _combination_story(session: Session, base: Run, minimal: list[str], combos: list[Run]) -> str:
-    """What the combination runs show, where no single toggle got past the failure: with these suspects kept and
-    every other taken away it still fails; without them it passes; and the runs without only one of them that
-    still failed (each of the others is enough to fail on its own)."""
-    kept = [r for r in combos if not set(minimal) & set(r.removed) and compare(session, base, r) in (
-        Compared.SAME, Compared.MOVED)]
-    gone = [r for r in combos if set(minimal) <= set(r.removed) and compare(session, base, r) == Compared.FIXED]
-    alone = [r for r in single_runs(session) if r.probe in minimal and r.outcome in FAILURES]
-    parts = []
-    if kept:
-        parts.append(f"with only {' and '.join(minimal)} kept it still fails ({', '.join(r.id for r in kept)})")
-    if gone:
-        parts.append(f"with {' and '.join(minimal)} taken away too it gets past it ({', '.join(r.id for r in gone)})")
-    if alone:
-        parts.append(f"taking {' or '.join(sorted({r.probe for r in alone}))} away alone is not enough "
-                     f"({', '.join(f'{r.id} still {r.outcome}' for r in alone)}): another suspect fails it too")
-    return ("The combination runs show it: " + "; ".join(parts) + ".") if parts else \
-        "No single run without it got past the failure; only the combination runs decide it."
 
 
 def _time_savers(session: Session, base: Run, singles: list[Run], verdicts: dict, minimal: list[str]) -> list[Cause]:
