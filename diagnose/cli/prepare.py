@@ -211,13 +211,21 @@ def prepare(i: Inputs) -> Prepared:
                  "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
                                "shared": list(settings.shared),
                                # what the harness writes into the container before each stage
-                               "files": sorted(stage_files(t, sub.source))}},
+                               "files": sorted(stage_files(t, sub.source)),
+                               # this machine's places, which a report shows as placeholders (output/public.py)
+                               "places": _places()}},
         scan=scan_source(sub.source, sub.tree).to_list())
     from diagnose.engine.run_state import VARIANT_NICE
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "") + \
         ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +
           ("; they start once the baseline has its CUDA context" if gpu else "")) if jobs > 1 else "")
     return Prepared(sub=sub, settings=settings, session=session, board=board, folder=_named(t, problem))
+
+
+def _places() -> dict:
+    import tempfile
+    return {"python": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}), "home": os.path.expanduser("~"),
+            "tmpdir": tempfile.gettempdir()}
 
 
 def _named(t, problem: Path | None) -> str:
