@@ -130,3 +130,29 @@ def test_a_fix_that_also_cut_an_import_time_self_test_says_so():
     cause = s.causes[0]
     assert cause.suspects == ["warmup"] and "also took away L24, which ran in import" in cause.narrative
     assert str(cause.confidence) != "high" and audit(s) == [], [str(f) for f in audit(s)]
+
+
+def test_a_pin_that_passes_by_skipping_a_warmup_under_the_same_guard_is_not_the_searchs_credit():
+    """A warmup (15 s) and a search (15 s) under one `if key not in _best:`, budget 12: the baseline ran out in
+    the warmup and never reached the search. Pinning `_best` passes, because it skips the warmup too: the search
+    is not credited with it (an earlier build of this measure took a pass without line samples as unmeasured)."""
+    s = saved("pin_under_shared_guard")
+    bisector.conclude(s)
+    assert not any("search" in c.suspects for c in s.causes)
+    why = next(i.reason for i in s.inconclusive if i.probe == "search")
+    assert "got past the failure, but not reached" in why
+    assert audit(s) == [], [str(f) for f in audit(s)]
+
+
+def test_a_warmup_cut_that_still_runs_out_at_a_later_shape_is_neither_unchanged_nor_cleared():
+    """Three 6 s warmup steps per new shape, budget 13: N->1 finished the first shape the baseline never did,
+    and ran out in the same loop at the second. The toggle acted; it is not 'not the cause', and not 'ran
+    unchanged' either."""
+    s = saved("later_shape")
+    r1 = next(r for r in s.runs if r.toggle == "warmup N->1")
+    e = effect(s, s.baseline, r1)
+    assert e.acted and "got past it there" in e.what
+    bisector.conclude(s)
+    assert "warmup" not in {c.probe for c in s.cleared}
+    why = next(i.reason for i in s.inconclusive if i.probe == "warmup")
+    assert "only later" in why and "ran unchanged" not in why

@@ -38,7 +38,7 @@ def acted(session: Session, base: Run, runs: list[Run]) -> tuple[list[Run], list
         if not e.acted:
             why.append(f"{r.toggle} ({r.id}): {e.why_not()}")
         elif elsewhere:
-            why.append(f"{r.toggle}: {elsewhere}, so it failed on something else")
+            why.append(f"{r.toggle}: {elsewhere}")
         else:
             good.append(r)
     return good, why

@@ -210,9 +210,11 @@ def lines_effect(session: Session, base: Run, run: Run, sites: tuple[str, ...]) 
     pairs = _stages_both(base, run)
     if not spans:
         return Effect(None, None, "the edit touched no statement of the submission")
-    if not any(bs.samples for bs, _ in pairs) or not any(vs.samples for _, vs in pairs):
-        return Effect(None, None, f"no line samples in {base.id} or {run.id} (the sampler was off): nothing says "
-                                  f"how long L{', L'.join(str(s[0]) for s in spans)} ran")
+    # The sampler runs in every run of a session or in none: a baseline without samples had it off, and a variant
+    # without any beside a baseline with some spent no sampled moment anywhere (it ran in milliseconds)
+    if not any(bs.samples for bs, _ in pairs):
+        return Effect(None, None, f"no line samples in {base.id} (the sampler was off): nothing says how long "
+                                  f"L{', L'.join(str(s[0]) for s in spans)} ran")
     fail = base.failed_stage
     fail_kind = _phase_kind(fail.phase) if fail is not None and fail.phase else None
     parts, outside, tot = [], [], {"base": 0.0, "kept": 0.0, "moved": 0.0}

@@ -79,11 +79,14 @@ def _got_past(session: Session, base: Run, run: Run, e: Effect) -> Effect:
     if e.removed is not False or e.moved or not b or st is None or st.status != Status.TIMEOUT:
         return e
     spans = suspect_spans(session, run, BY_NAME[run.probe].INFO.sites)
-    inside = [sp for sp in spans if sp[0] <= b[0] <= sp[1]]
-    if not inside or (r and r[0] > 0 and inside[0][0] <= r[0] <= inside[0][1]):
+    inside = [sp for sp in spans if any(sp[0] <= x <= sp[1] for x in b)]     # a helper's loop too
+    # the variant finished the very phase (the same shape's first call) the deadline cut in the baseline
+    same = run.stage(st.name)
+    finished = same is not None and any(p.name == st.phase and not p.open for p in same.phases)
+    if not inside or (not finished and any(x > 0 and inside[0][0] <= x <= inside[0][1] for x in r)):
         return e
-    return replace(e, removed=True, what=f"{e.what}; {base.id} was still inside L{inside[0][0]} at its deadline, "
-                                         f"{run.id} got past it")
+    return replace(e, removed=True, what=f"{e.what}; {base.id} was still inside L{inside[0][0]} at its deadline in "
+                                         f"{st.phase}, {run.id} got past it there")
 
 
 def _anchor(source: str, line: int) -> int:
@@ -102,16 +105,22 @@ def same_place(session: Session, base: Run, run: Run) -> str | None:
     b, r = _chain(session, base), _chain(session, run)
     if not b or not r:
         return None
-    if base.failed_stage.status == Status.TIMEOUT and run.failed_stage.status == Status.TIMEOUT:
+    bst, rst = base.failed_stage, run.failed_stage
+    if bst.status == Status.TIMEOUT and rst.status == Status.TIMEOUT:
         src = session.submission.get("source") or ""
-        same = r[0] > 0 and _anchor(src, b[0]) == _anchor(src, r[0])
-    else:
-        same = b == r
-    if same:
+        if r[0] > 0 and _anchor(src, b[0]) == _anchor(src, r[0]):
+            # the same loop, but at a later shape's first call: the toggle cut it, and it still ran out there
+            return None if rst.phase == bst.phase else (
+                f"{run.id} ran out in the same loop (L{_anchor(src, b[0])}) only later, in {rst.phase}, not in "
+                f"{bst.phase} where {base.id} did")
+    elif b == r:
         return None
-    rs, bs = run.failed_stage.site, base.failed_stage.site
-    return (f"{run.id} failed at L{'/L'.join(str(abs(x)) for x in r)} (`{rs.get('code', '').strip()}`), not where "
-            f"{base.id} failed (L{'/L'.join(map(str, b))}, `{bs.get('code', '').strip()}`)")
+
+    def said(st, chain) -> str:
+        code = (st.site or {}).get("code", "").strip()
+        return f"L{'/L'.join(str(abs(x)) for x in chain)}" + (f" (`{code}`)" if code else "")
+    return f"{run.id} failed at {said(rst, r)}, not where {base.id} failed ({said(bst, b)}): it failed on something " \
+        "else"
 
 
 def _spans(session: Session, run: Run) -> set[int]:

@@ -73,7 +73,9 @@ def margins(run: Run) -> list[dict]:
             continue
         out.append({"stage": s.name, "seconds": round(s.seconds, 2), "budget_s": s.budget_s,
                     "margin_s": round(s.budget_s - s.seconds, 2), "measured_s": s.charged_s,
-                    "lock_wait_s": s.lock_wait_s, "predicted": s.predicted_s is not None and bool(s.timing),
+                    "lock_wait_s": s.lock_wait_s,
+                    # a timeout's figure is the time it ran out, never a prediction (session.StageResult.seconds)
+                    "predicted": s.predicted_s is not None and bool(s.timing) and s.status != Status.TIMEOUT,
                     "status": s.status})
     return out
 

@@ -5,11 +5,12 @@ failed (the submission's own line, not a library's), and the narrative that says
 from __future__ import annotations
 
 from diagnose.analysis import carried, hotspots
-from diagnose.analysis.comparison import confidence_of, failure_point, is_later, probe_site, single_runs
+from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
+from diagnose.analysis.effects import credit
 from diagnose.analysis.evidence import effective
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
-from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Confidence, Status
+from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
 from diagnose.findings import rule_in
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
@@ -147,10 +148,16 @@ def tried(session: Session) -> str:
     stuck = [p for p in session.probes if p.get("state") in (CANNOT_TOGGLE, TUNE)]
     if not runs and not stuck:
         return "no probe found a suspect to toggle"
-    parts = [f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
-             (f" in {r.failed_stage.name}" if r.failed_stage else "") for r in runs[:8]]
+    base = session.baseline
+    # a run that got past the failure without taking its suspect's work away passed for another reason: said so
+    passed = {r.id: credit(session, base, r) for r in runs if base is not None and
+              compare(session, base, r) == Compared.FIXED and credit(session, base, r)}
+    parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
+              f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
+              (f" in {r.failed_stage.name}" if r.failed_stage else "")) for r in runs[:8]]
     parts += [f"{p['name']} {p['state']}: {_first_line(p.get('why', ''))[:240]}" for p in stuck]
-    return "the strategies tried did not fix it: " + "; ".join(parts)
+    return ("no strategy tried is credited with a fix: " if passed else "the strategies tried did not fix it: ") + \
+        "; ".join(parts)
 
 
 def variant_runs(session: Session) -> list[Run]:
