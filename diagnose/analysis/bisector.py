@@ -75,9 +75,10 @@ def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
             ddmin(ordered, lambda keep: fails(keep) is True, prefetch)
         session.bisection["minimal"] = minimal
         # Another cause that fails it alone: with the first taken away, do the rest still fail? Each such set is a
-        # cause of its own (a warmup and a search, each over the budget), never part of an interaction
+        # cause of its own (a warmup and a search, each over the budget), never part of an interaction. A single
+        # toggle of the first that passed kept all the rest and so already said no: nothing more to run
         rest, more = [p for p in ordered if p not in minimal], []
-        while minimal and rest and fails(rest) is True:
+        while minimal and rest and not set(minimal) & set(fixing) and fails(rest) is True:
             nxt = ddmin(rest, lambda keep: fails(keep) is True, prefetch)
             if not nxt or set(nxt) == set(rest) and fails(nxt) is not True:
                 break
