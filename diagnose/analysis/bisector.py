@@ -196,8 +196,8 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
                                f"not weighed")
             elif verdicts[r.id] == Compared.THIN:
                 reasons.append(f"{r.toggle}: {thin(r)}: at risk, not a fix")
-            elif verdicts[r.id] == Compared.FIXED and credit(session, base, r):
-                reasons.append(f"{r.toggle}: {r.id} got past the failure, but {credit(session, base, r)}: it is not "
+            elif verdicts[r.id] == Compared.FIXED and (why := credit(session, base, r)):
+                reasons.append(f"{r.toggle}: {r.id} got past the failure, but {why}: it is not "
                                f"credited to {BY_NAME[probe].INFO.describe}")
         session.inconclusive.append(Inconclusive(probe=probe, reason="; ".join(reasons) or "no usable run",
                                                  evidence=[r.id for r in runs]))

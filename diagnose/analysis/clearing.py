@@ -28,10 +28,10 @@ def _leave(session: Session, probe: str, evidence: list[str], reason: str) -> No
         Inconclusive(probe=probe, reason=reason, evidence=evidence)]
 
 
-def acted(session: Session, base: Run, runs: list[Run]) -> tuple[list[Run], list[str]]:
-    """The runs among these that took the suspect's work away and failed at the baseline's own place; and, for
-    the others, why each cannot stand for 'without the suspect'."""
-    good, why = [], []
+def acted(session: Session, base: Run, runs: list[Run]) -> tuple[list[Run], list[str], list[str]]:
+    """The runs among these that took the suspect's work away and failed at the baseline's own place, with what
+    each took away; and, for the others, why each cannot stand for 'without the suspect'."""
+    good, what, why = [], [], []
     for r in runs:
         e = effect(session, base, r)
         elsewhere = same_place(session, base, r)
@@ -41,7 +41,8 @@ def acted(session: Session, base: Run, runs: list[Run]) -> tuple[list[Run], list
             why.append(f"{r.toggle}: {elsewhere}")
         else:
             good.append(r)
-    return good, why
+            what.append(e.what)
+    return good, what, why
 
 
 def _why_not_cleared(session: Session, base: Run, probe: str, used: list[Run]) -> str | None:
@@ -82,15 +83,15 @@ def cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bla
         if why:
             _leave(session, probe, ids, why)
             continue
-        good, why_not = acted(session, base, used)
+        good, whats, why_not = acted(session, base, used)
         if not good:
             _leave(session, probe, ids, "; ".join(why_not) + f": nothing shows {BY_NAME[probe].INFO.describe} is "
                                                               f"not the cause")
             continue
         conf = all(effective(session, r).confirmed for r in good + [base])
         skipped = [r.toggle for r in runs if r not in good]
+        measured = "; ".join(whats)
         note = f" ({'; '.join(why_not) or ', '.join(skipped) + ' tested nothing: see inconclusive'})" if skipped else ""
-        measured = "; ".join(effect(session, base, r).what for r in good)
         out.append(Cleared(probe=probe, toggles=[r.toggle for r in good], outcome=effective(session, base).outcome,
                            narrative=f"{', '.join(r.toggle for r in good)}: took it away ({measured}) and still "
                                      f"{base.outcome} at the same place — {BY_NAME[probe].INFO.describe} is not the "

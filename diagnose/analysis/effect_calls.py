@@ -4,6 +4,7 @@ and a runtime switch's compile time. Each compares what the baseline's record sh
 """
 from __future__ import annotations
 
+from diagnose.analysis.effect_lines import stages_both
 from diagnose.analysis.effect_record import Effect
 from diagnose.facts import observed
 from diagnose.session import Run
@@ -62,7 +63,7 @@ def _stage_sum(run: Run, names: set[str], records: str) -> tuple[float, int]:
 def library_effect(base: Run, run: Run, records: str, what: str) -> Effect:
     """What a library spent (autotune, helion, builds) in the stages both runs ran: a toggle that pins or moves
     it takes most of those seconds away."""
-    names = {st.name for st in base.stages if run.stage(st.name) is not None}
+    names = {b.name for b, _ in stages_both(base, run)}
     sb, nb = _stage_sum(base, names, records)
     sv, nv = _stage_sum(run, names, records)
     if not nb:
@@ -85,7 +86,7 @@ def numerics_effect(base: Run, run: Run) -> Effect:
 
 def switch_effect(base: Run, run: Run) -> Effect:
     """A warm container: the compile and build seconds it should save, in the stages both ran."""
-    names = {st.name for st in base.stages if run.stage(st.name) is not None}
+    names = {b.name for b, _ in stages_both(base, run)}
 
     def cost(r: Run) -> float:
         return sum((c.get("duration_us") or 0) / 1e6 for st in r.stages if st.name in names for c in st.compile) + \

@@ -8,8 +8,10 @@ from __future__ import annotations
 import ast
 import re
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 
 from diagnose.analysis.effect_record import Effect
+from diagnose.facts import observed
 from diagnose.facts.measures import NOISE_ABS
 from diagnose.session import Run, Session
 from diagnose.status import Status
@@ -30,20 +32,25 @@ class LineMap:
     def back(self, line: int) -> int | None:
         """The baseline line a variant line stands for: the same line, the line it replaced, or a moved one
         found by its text."""
-        inv = {v: b for b, v in self.same.items()}
-        if line in inv:
-            return inv[line]
+        if line in self._back:
+            return self._back[line]
         if line in self.changed:
             return self.changed[line]
         text = self.inserted.get(line, "").strip()
         return next((b for b, t in self.deleted.items() if text and t.strip() == text), None)
+
+    @cached_property
+    def _back(self) -> dict:
+        return {v: b for b, v in self.same.items()}
 
     def forward(self, line: int) -> int | None:
         """The variant line that stands where a baseline line stood (kept, or edited in place)."""
         return self.same.get(line) or next((v for v, b in self.changed.items() if b == line), None)
 
 
+@lru_cache(maxsize=256)
 def line_map(diff: str | None, n_lines: int) -> LineMap:
+    """The map of one variant's diff (parsed once: every measure of the run and the audit ask for it again)."""
     same, deleted, inserted, changed = {}, {}, {}, {}
     b = v = 1
     run: list[int] = []       # the deleted lines just before: added lines pair with them, in order
@@ -91,7 +98,7 @@ def _statement_spans(source: str, lines) -> list[tuple[int, int]]:
     return sorted(out)
 
 
-def _stages_both(base: Run, run: Run) -> list[tuple]:
+def stages_both(base: Run, run: Run) -> list[tuple]:
     """(baseline stage, variant stage) for each stage both ran: a variant that got further is measured on the
     same ground as the baseline, not on the stages only it reached."""
     out = []
@@ -160,14 +167,6 @@ def suspect_spans(session: Session, run: Run, sites: tuple[str, ...]) -> list[tu
     return _statement_spans(src, sorted(lm.deleted) or _site_lines(session, sites))
 
 
-def loops(src: str) -> list[tuple[int, int]]:
-    try:
-        tree = ast.parse(src)
-    except (SyntaxError, RecursionError, ValueError):
-        return []
-    return [(n.lineno, n.end_lineno or n.lineno) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While))]
-
-
 def _called_from(src: str, spans: list) -> list[tuple[int, int]]:
     """The bodies of the file's own functions that the suspect's statements call, directly or through each other:
     their loops (a helper that burns time) are the suspect's work, not work beside it."""
@@ -193,7 +192,7 @@ def _other_loops(src: str, pairs, lm: LineMap, spans: list, bid: str, vid: str) 
     variant: work the toggle took away that is not its suspect's (a table pinned ahead of a guard that also
     skips a warmup)."""
     out, mine = [], list(spans) + _called_from(src, spans)
-    for a, b in loops(src):
+    for a, b in observed.loops(src):
         if any(a <= x <= b or x <= a <= y for x, y in mine):
             continue
         e = _span_effect(pairs, lm, (a, b))
@@ -207,7 +206,7 @@ def lines_effect(session: Session, base: Run, run: Run, sites: tuple[str, ...]) 
     src = session.submission.get("source") or ""
     lm = line_map(run.variant, len(src.splitlines()))
     spans = suspect_spans(session, run, sites)
-    pairs = _stages_both(base, run)
+    pairs = stages_both(base, run)
     if not spans:
         return Effect(None, None, "the edit touched no statement of the submission")
     # The sampler runs in every run of a session or in none: a baseline without samples had it off, and a variant

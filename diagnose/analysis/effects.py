@@ -25,8 +25,9 @@ from dataclasses import replace
 
 from diagnose.analysis.effect_calls import (captures_effect, compile_effect, library_effect, numerics_effect,
                                             switch_effect)
-from diagnose.analysis.effect_lines import line_map, lines_effect, loops, suspect_spans
+from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
 from diagnose.analysis.effect_record import Effect
+from diagnose.facts.observed import loops
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
 from diagnose.status import Status

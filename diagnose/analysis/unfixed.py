@@ -150,8 +150,8 @@ def tried(session: Session) -> str:
         return "no probe found a suspect to toggle"
     base = session.baseline
     # a run that got past the failure without taking its suspect's work away passed for another reason: said so
-    passed = {r.id: credit(session, base, r) for r in runs if base is not None and
-              compare(session, base, r) == Compared.FIXED and credit(session, base, r)}
+    fixed = [r for r in runs if base is not None and compare(session, base, r) == Compared.FIXED]
+    passed = {r.id: why for r in fixed if (why := credit(session, base, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "")) for r in runs[:8]]
