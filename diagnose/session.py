@@ -92,17 +92,17 @@ class StageResult:
     # The harness's compile step (`python3 submission.py`) that ran before this stage in the same container:
     # recorded, shown, never what decides the stage.
     compile_step: "StageResult | None" = None
-    # State in the container: {written: {group: {files, bytes}}, reads, writes, outside, spawned, container}
-    state: dict = field(default_factory=dict)
+    state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
     # What libraries spent on the submission's behalf (worker/libraries.py): per (kernel, key) Triton
     # autotuning {kernel, line, key, tried, seconds, best: {config, ms}, winner, done}; per extension build
     # {name, seconds, ok, built: [{output, seconds}], found_lock, sources, cflags, cuda_cflags}
     autotune: list = field(default_factory=list)
     builds: list = field(default_factory=list)
-    # Helion's searches for a config, per kernel and shape {kernel, line, shape, case, seconds, config, error,
-    # done}; and, in a tuning run, what each search written by hand kept {name, text, entries, bytes, error}
+    # Helion's searches per kernel and shape {kernel, line, shape, case, seconds, config, error, done}; a tuning
+    # run's module-level dicts (WorkerSpec.memo) {name, text, entries, bytes, error}
     helion: list = field(default_factory=list)
     memo: list = field(default_factory=list)
+    probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
     # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
     numerics: dict = field(default_factory=dict)

@@ -99,6 +99,10 @@ class ProbeInfo:
     # Probes that own a statement this one would also edit (a timed loop is a search, not a warmup): where both
     # toggles act on one statement, they are one suspect, named by the owner.
     yields_to: tuple[str, ...] = ()
+    # The module of its own that the worker loads into every stage's process (worker/plugins.py), for evidence
+    # no built-in watcher records: it lives in the probe's package, and its events reach the probe alone, in
+    # each stage's probe_facts[<probe name>].
+    hook: str | None = None
 
 
 def sites(source: str, suspect: str):

@@ -11,9 +11,8 @@ from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from diagnose.findings import rule_in
 from diagnose.tasks.rules import evaluator_rules
-from probes import helion_config, search_pin
+from probes import helion_config, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
-from tests.conftest import cli
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLE = (FIXTURES / "helion" / "table_no_config.py").read_text()
@@ -127,30 +126,6 @@ def test_a_search_that_kept_objects_cannot_be_pinned():
     p = search_pin.plan(PlanContext(src, scan_source(src), False, _run("r0", Role.BASELINE, st),
                                     tuning=_run("r1", Role.TUNING, st)))
     assert p.state == CANNOT_TOGGLE and "`_BEST`: its keys and values (function, tuple)" in p.why
-
-
-def test_a_search_written_by_hand_is_pinned_from_a_tuning_run_and_verified(tmp_path):
-    """Three test shapes of about 5 s of searching each against a 10 s budget: the baseline times out in its
-    first calls; the tuning run (outside any budget) runs the search on every shape; its dict, written into
-    the source, makes the stage pass. The top cause carries the search's whole cost over the shapes."""
-    out = tmp_path / "o"
-    res = cli("run", FIXTURES / "search" / "hand_search.py", "--stages", "test", "--budget", "10",
-              "--probes", "search", "--out", out)
-    s = json.loads((out / "session.json").read_text())
-    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
-    tuning = next(r for r in s["runs"] if r["role"] == "tuning")
-    memo = tuning["stages"][0]["memo"][0]
-    assert tuning["outcome"] == "ok" and memo["name"] == "_BEST" and memo["entries"] == 5, memo
-    assert set(ast.literal_eval(memo["text"])) == {(64, 256), (128, 128), (32, 64), (64, 512), (128, 256)}   # (m, k)
-    top = s["causes"][0]
-    assert top["suspects"] == ["search"] and top["changes_outcome"] and "fixes it" in top["narrative"]
-    assert "the tuning run" in top["narrative"] and "first call(s) took" in top["narrative"], top["narrative"]
-    assert s["fix"]["toggle"].startswith("search results pinned in _BEST (5 shapes, +")
-    fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
-    assert fix["outcome"] == "ok" and "_BEST.update({" in fix["variant"]
-    assert "tuning run" in (out / "report.md").read_text()
-    audit = cli("report", out / "session.json", "--audit")
-    assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
 
 
 def test_a_message_whose_template_was_applied_twice_reads_once():

@@ -102,7 +102,7 @@ def test_the_records_sit_at_the_bottom_and_the_probes_read_only_facts():
     for rec, allowed in RECORDS.items():
         wrong += [f"diagnose/{rec}.py imports {m}" for m in _imports(ROOT / "diagnose" / f"{rec}.py")
                   if m.startswith("diagnose.") and _package(m) not in allowed]
-    for p in (ROOT / "probes").glob("*.py"):
+    for p in (ROOT / "probes").rglob("*.py"):
         wrong += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p)
                   if m.startswith("diagnose.") and _package(m) not in PROBES_MAY_IMPORT]
     assert not wrong, wrong
@@ -184,3 +184,31 @@ def test_no_circle_between_modules():
         if v not in index:
             visit(v)
     assert not circles, circles
+
+
+def test_a_probe_with_evidence_of_its_own_keeps_it_in_its_own_package():
+    """Adding a probe that needs new evidence is its package plus one registry line: the worker loads the hook that
+    the probe's INFO names (worker/plugins.py), the runner keeps its events as they came (stage_facts), and only the
+    probe reads them. So the hook lives in the probe's package and imports nothing of diagnose's (the worker
+    imports nothing above it); and no module of diagnose's names a probe's hook or reads one probe's facts."""
+    import probes
+    hooked = [m for m in probes.REGISTRY if m.INFO.hook]
+    assert hooked, "no probe records evidence of its own: this test checks nothing"
+    wrong = []
+    for mod in hooked:
+        pkg = mod.__name__
+        if not (mod.__file__.endswith("__init__.py") and mod.INFO.hook.startswith(pkg + ".")):
+            wrong.append(f"{pkg}: its hook {mod.INFO.hook} is not in its own package")
+        path = ROOT / (mod.INFO.hook.replace(".", "/") + ".py")
+        own = [m for m in _imports(path) if m.startswith(("diagnose", "probes")) and not m.startswith(pkg)]
+        wrong += [f"{path.relative_to(ROOT)} imports {m}" for m in own]
+        for sib in path.parent.glob("*.py"):       # what the hook imports of its package: no diagnose either
+            if sib.stem in {m.rsplit(".", 1)[-1] for m in _imports(path)}:
+                wrong += [f"{sib.relative_to(ROOT)} (loaded by the hook) imports {m}" for m in _imports(sib)
+                          if m.startswith("diagnose")]
+    for p in (ROOT / "diagnose").rglob("*.py"):
+        text = p.read_text(encoding="utf-8")
+        wrong += [f"{p.relative_to(ROOT)} names {m.INFO.hook}" for m in hooked if m.INFO.hook in text]
+        wrong += [f"{p.relative_to(ROOT)} reads {m.INFO.name}'s facts" for m in hooked
+                  if f'probe_facts["{m.INFO.name}"]' in text or f"probe_facts.get(\"{m.INFO.name}\"" in text]
+    assert not wrong, wrong

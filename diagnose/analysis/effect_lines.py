@@ -132,8 +132,12 @@ def _where(by_kind: dict) -> str:
     return ", ".join(f"{k} {s:.1f} s" for k, s in sorted(by_kind.items())) or "none"
 
 
-def _site_lines(session: Session, probe_sites: tuple[str, ...]) -> list[int]:
-    return sorted({x["line"] for x in session.scan if x["suspect"] in probe_sites})
+def _site_lines(session: Session, probe_sites: tuple[str, ...], probe: str | None = None) -> list[int]:
+    """The scan's sites of the probe's kinds, and the lines its plan found from what the baseline did
+    (Plan.evidence["lines"]: a search's loop, wherever it is written)."""
+    ran = {ln for p in session.probes if p.get("name") == probe for ln in (p.get("evidence") or {}).get("lines") or []
+           if isinstance(ln, int)}
+    return sorted({x["line"] for x in session.scan if x["suspect"] in probe_sites} | ran)
 
 
 def _span_effect(pairs, lm: LineMap, span: tuple[int, int]) -> dict:
@@ -164,12 +168,13 @@ def suspect_spans(session: Session, run: Run, sites: tuple[str, ...]) -> list[tu
     edit that only adds lines (a table pinned beside a search), the statements the probe's sites are."""
     src = session.submission.get("source") or ""
     lm = line_map(run.variant, len(src.splitlines()))
-    return _statement_spans(src, sorted(lm.deleted) or _site_lines(session, sites))
+    return _statement_spans(src, sorted(lm.deleted) or _site_lines(session, sites, run.probe))
 
 
 def _called_from(src: str, spans: list) -> list[tuple[int, int]]:
-    """The bodies of the file's own functions that the suspect's statements call, directly or through each other:
-    their loops (a helper that burns time) are the suspect's work, not work beside it."""
+    """The bodies of the file's own functions that the suspect's statements call or hand on (a key=, a callback),
+    directly or through each other: their loops (a helper that burns time) are the suspect's work, not work beside
+    it."""
     try:
         tree = ast.parse(src)
     except (SyntaxError, RecursionError, ValueError):
@@ -178,9 +183,9 @@ def _called_from(src: str, spans: list) -> list[tuple[int, int]]:
     todo = [n for n in ast.walk(tree) if isinstance(n, ast.stmt) and any(a <= n.lineno <= b for a, b in spans)]
     seen: set[str] = set()
     while todo:
-        for c in (x for x in ast.walk(todo.pop()) if isinstance(x, ast.Call)):
-            name = c.func.id if isinstance(c.func, ast.Name) else c.func.attr if isinstance(c.func, ast.Attribute) \
-                else None
+        # called, or handed on to be called (sorted(..., key=self._cost), a callback): the suspect's own work
+        for c in (x for x in ast.walk(todo.pop()) if isinstance(x, (ast.Name, ast.Attribute))):
+            name = c.id if isinstance(c, ast.Name) else c.attr
             if name in defs and name not in seen:
                 seen.add(name)
                 todo.append(defs[name])

@@ -160,6 +160,12 @@ def _evaluator(t) -> str:
             "an L2 flush per repeat, the stopping rule" + ("" if t.builtin else " (the folder ships no evaluator)"))
 
 
+def _worker_hooks() -> tuple[str, ...]:
+    """The probes' own worker hooks: every run records the evidence each probe needs (worker/plugins.py)."""
+    from probes import worker_hooks
+    return tuple(worker_hooks())
+
+
 def prepare(i: Inputs) -> Prepared:
     from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.protocol import Depth
@@ -195,7 +201,7 @@ def prepare(i: Inputs) -> Prepared:
                         # container, which a report names (reads there are this machine's state)
                         shared=tuple(p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p),
                         gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
-                        repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules))
+                        repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules), hooks=_worker_hooks())
     session = Session(
         submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
         task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),

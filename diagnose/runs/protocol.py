@@ -60,6 +60,7 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "memo": {"name": (str,)},
     "wrong_detail": {},
     "outlive": {"procs": (list,)},
+    "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
@@ -97,6 +98,7 @@ class WorkerSpec:
     argv: list = field(default_factory=list)         # sys.argv as the harness's process has it
     shared: list = field(default_factory=list)       # directories of this machine's the run may use (DIAGNOSE_SHARE)
     memo: list = field(default_factory=list)         # a tuning run: the dicts searches written by hand fill
+    hooks: list = field(default_factory=list)        # the probes' own worker hooks, by module (worker/plugins.py)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -39,6 +39,7 @@ class Settings:
     bisect: bool = True
     confirm: bool = True                   # rerun alone what a time-based conclusion rests on
     rules: tuple = ()                      # what the problem's evaluator sets ({name, value, file, line})
+    hooks: tuple[str, ...] = ()            # the probes' worker hooks, by module (the CLI names them from the registry)
 
     def but(self, **changes) -> "Settings":
         """The same settings with a command's own choices (check: no probes, one run at a time)."""

@@ -11,6 +11,8 @@ from diagnose.runs import harness
 from diagnose.session import StageResult
 from diagnose.status import Status
 
+PROBE_FACTS_CAP = 200       # events per probe and stage
+
 
 def timing_of(events: list[dict]) -> dict:
     out = {}
@@ -125,6 +127,11 @@ def fill_helion(st: StageResult, ev: list[dict], mine: str, t_last: float) -> No
     st.helion += [{**{k: v for k, v in o.items() if k != "t"}, "seconds": round(max(0.0, t_last - o["t"]), 3),
                    "config": None, "error": None, "done": False} for o in open_]
     st.memo = [{k: e.get(k) for k in ("name", "text", "entries", "bytes", "error")} for e in ev if e["k"] == "memo"]
+    for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
+        if e["k"] == "probe" and isinstance(e.get("probe"), str):
+            kept = st.probe_facts.setdefault(e["probe"][:40], [])
+            if len(kept) < PROBE_FACTS_CAP:
+                kept.append({k: v for k, v in e.items() if k not in ("k", "pid", "probe")})
 
 
 def needs_gpu_reason(ev: list[dict]) -> str | None:

@@ -24,6 +24,8 @@ if _cfg:
     _ch.emit("worker_start", stage=_cfg["stage"], child=True)
     from diagnose.runs.worker import libraries as _libraries
     _libraries.install(_ch)
+    from diagnose.runs.worker import plugins as _plugins
+    _plugins.load(_cfg.get("hooks") or [], _ch, _cfg["submission"])
 
     import torch
 

@@ -7,7 +7,7 @@ fragments the parent joins again. A kill between two writes therefore never leav
 
 Event kinds (field `k`): worker_start, env, begin, end, capture_begin, capture_end, compile, compile_call,
 repeat, timing, check, exception, worker_error, reached, samples, lock, stage_done, exit_clean, tamper,
-needs_gpu. Every event carries `t` (time.time()) and `pid`.
+needs_gpu, probe (a probe's own hook: worker/plugins.py). Every event carries `t` (time.time()) and `pid`.
 """
 from __future__ import annotations
 
@@ -29,8 +29,9 @@ class Channel:
         self.phases: list[str] = []     # open phases, innermost last
         self.failed: str | None = None  # innermost phase an exception left (phases close on the way out)
         self.broken = False             # the descriptor went away (a submission closed it)
+        self.watchers: list = []        # probes' hooks (worker/plugins.py): fn("begin"|"end", name, fields)
 
-    def emit(self, kind: str, **fields) -> None:
+    def emit(self, kind: str, /, **fields) -> None:
         fields["k"] = kind
         fields.setdefault("t", time.time())
         fields["pid"] = os.getpid()
@@ -60,6 +61,7 @@ class Channel:
     def begin(self, name: str, **fields) -> None:
         self.phases.append(name)
         self.emit("begin", name=name, **fields)
+        self._tell("begin", name, fields)
 
     def end(self, name: str, **fields) -> None:
         if self.phases and self.phases[-1] == name:
@@ -67,3 +69,11 @@ class Channel:
         if fields.get("ok") is False and self.failed is None:
             self.failed = name
         self.emit("end", name=name, **fields)
+        self._tell("end", name, fields)
+
+    def _tell(self, what: str, name: str, fields: dict) -> None:
+        for fn in self.watchers:
+            try:
+                fn(what, name, fields)
+            except Exception:  # noqa: BLE001 - a probe's hook never changes the run it watches
+                pass

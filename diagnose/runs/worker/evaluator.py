@@ -69,7 +69,8 @@ def stage_evaluator(ctx) -> str:
     for fd in (ev_fd,):
         os.set_inheritable(fd, True)
     os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec.stacks_prefix, "stage": spec.stage,
-                                        "submission": spec.submission, "sample": spec.sample, "watch": spec.watch})
+                                        "submission": spec.submission, "sample": spec.sample, "watch": spec.watch,
+                                        "hooks": spec.hooks})
     _spawn_with_bootstrap(ctx, [ev_fd])
     hooks = Hooks(ctx.ins, ctx.guard)
     hooks.install()

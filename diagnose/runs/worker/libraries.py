@@ -238,7 +238,22 @@ class _Finder(importlib.abc.MetaPathFinder):
         return None
 
 
+def watch_import(name: str, patch) -> None:
+    """Another patch (a probe's hook: worker/plugins.py) for a module, applied now if it is already imported."""
+    before = PATCHES.get(name)
+    PATCHES[name] = patch if before is None else (lambda mod, ch, a=before, b=patch: (a(mod, ch), b(mod, ch)))
+    if name in sys.modules and _CH:
+        try:
+            patch(sys.modules[name], _CH[0])
+        except Exception:  # noqa: BLE001
+            pass
+
+
+_CH: list = []
+
+
 def install(ch) -> None:
+    _CH[:] = [ch]
     for name, patch in PATCHES.items():
         if name in sys.modules:
             patch(sys.modules[name], ch)

@@ -160,10 +160,11 @@ def _arm(spec: WorkerSpec):
         {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
-    from diagnose.runs.worker import libraries
+    from diagnose.runs.worker import libraries, plugins
     from diagnose.runs.worker.state import StateLog
     StateLog(ch, spec.root, walls, _lent(spec)).install()
     libraries.install(ch)
+    plugins.load(spec.hooks, ch, spec.submission)     # before the submission binds anything they watch
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.
     stacks = os.fdopen(stacks_fd, "w")
@@ -259,6 +260,8 @@ def _run(spec: WorkerSpec, ctx, ch, dog) -> int:
         if pooled:
             _terminated(ch, dog, 1)     # the exception reached the evaluator, which ends with the pool
         return 1
+    from diagnose.runs.worker import plugins
+    plugins.stage_end(spec.stage, ch)
     ins.stop()
     guard.verify("at the end of the stage")
     ch.emit("stage_done", status=status, t=time.time())

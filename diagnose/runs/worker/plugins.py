@@ -1,0 +1,60 @@
+"""The probes' own evidence: hooks that a spec names by module (WorkerSpec.hooks), loaded into the worker and
+into every process a problem's evaluator spawns.
+
+A probe that needs evidence no built-in watcher records keeps its whole worker side in its own module. The
+worker imports that module by the name the spec gives (so nothing here imports a probe), and calls its
+`install(api)` with the one handle below: what a hook may do, and nothing more.
+
+- api.emit(**fields)              an event {k: "probe", probe: <name>, ...}: the runner keeps it, per probe,
+                                  in the stage's `probe_facts` (runner/stage_facts.py), untouched
+- api.on_phase(fn)                fn("begin"|"end", phase name, fields) around every phase of the harness
+- api.on_import(module, patch)    patch(module) once that module is imported (now, if it already is)
+- api.on_stage_end(fn)            fn(stage) after the stage's own work returned, before the process ends
+- api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
+
+A hook that raises is dropped, and says so in one event: the stage runs on as the harness would run it.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+_STAGE_END: list = []
+
+
+class Api:
+    def __init__(self, probe: str, ch, submission: str):
+        self.probe, self._ch = probe, ch
+        self.submission_dir = os.path.dirname(os.path.realpath(submission)) + os.sep
+
+    def emit(self, **fields) -> None:
+        self._ch.emit("probe", probe=self.probe, **fields)
+
+    def on_phase(self, fn) -> None:
+        self._ch.watchers.append(fn)
+
+    def on_import(self, module: str, patch) -> None:
+        from diagnose.runs.worker import libraries
+        libraries.watch_import(module, lambda mod, _ch: patch(mod))
+
+    @staticmethod
+    def on_stage_end(fn) -> None:
+        _STAGE_END.append(fn)
+
+
+def load(names, ch, submission: str) -> None:
+    """Install each named hook module; a probe's name is the module's package or its own name."""
+    for name in names or ():
+        probe = name.split(".")[1] if name.startswith("probes.") and name.count(".") >= 2 else name
+        try:
+            importlib.import_module(name).install(Api(probe, ch, submission))
+        except Exception as e:  # noqa: BLE001 - a probe's hook must never change the harness's run
+            ch.emit("probe", probe=probe, error=f"its hook did not install: {type(e).__name__}: {e}"[:300])
+
+
+def stage_end(stage: str, ch) -> None:
+    for fn in list(_STAGE_END):
+        try:
+            fn(stage)
+        except Exception as e:  # noqa: BLE001
+            ch.emit("probe", probe="?", error=f"a hook failed at the stage's end: {type(e).__name__}: {e}"[:300])

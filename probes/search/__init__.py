@@ -1,0 +1,88 @@
+"""search: does a search that the code runs at each new shape (timing candidates, keeping the best) cost the time?
+
+Found from what the run did, however it is spelled (hook.py, in the worker): at a shape's first call, the
+submission's own code read a clock (perf_counter and friends, CUDA events, do_bench) between three candidates or
+more, and the phase left a choice behind in the module (a dict's new keys, a class's or an instance's attribute,
+a functools cache that grew). The scan's syntactic finder (a timed loop that stores into a module-level dict)
+still starts the probe before the baseline has ended.
+
+A search's result cannot be read from a timed run that the deadline cut off, so the engine runs one tuning run
+(every shape once, outside any budget); the hook reports what each place the searches changed held at its end.
+The toggle writes that back where the code reads it (pin.py). A value no literal can hold (a compiled kernel, a
+config object) cannot be pinned, and the plan says which and why.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
+from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
+from probes.search.evidence import kept_places, searches, story
+from probes.search.pin import pin
+
+INFO = ProbeInfo("search", "a search the code runs at each new shape, timing candidates and keeping the best",
+                 "the run: the submission's code reading a clock (perf_counter, CUDA events, do_bench) between "
+                 "candidates at a shape's first call, and the state that call left (a dict, an attribute, a cache)",
+                 "pin what the search kept in a tuning run, per shape, where the code reads it",
+                 describe="a search written by hand, timing candidates at each new shape", sites=("search",),
+                 needs_baseline=True, ranks={"pinned": 2}, takes_away="lines", hook="probes.search.hook")
+
+
+def plan(ctx: PlanContext) -> Plan:
+    scanned = ctx.scan.of("search")
+    ran = searches(ctx.baseline, ctx.source) if ctx.baseline is not None else []
+    if not scanned and not ran:
+        return Plan(ABSENT, "no code of the submission read a clock between candidates at a shape's first call, and "
+                            "no loop times candidates into a module-level dict")
+    why = story(ran, ctx.source) or "; ".join(
+        f"the search at L{s.line} in {s.details['function']}() keeps its result in `{s.details['memo']}`"
+        for s in scanned)
+    # where its time goes: the first line of each search's loop (analysis/effect_lines.py takes its statement)
+    evidence = {"lines": sorted({r["span"][0] for r in ran if r["span"]})}
+    if ctx.tuning is None:
+        return Plan(TUNE, why + "; a tuning run finds what to pin", memo=sorted({s.details["memo"] for s in scanned}),
+                    evidence=evidence)
+    places, refused = kept_places(ctx.tuning, ran, [s.details["memo"] for s in scanned])
+    why += f"; the tuning run {ctx.tuning.id} (not timed) ran it on every shape"
+    toggles = []
+    if places:
+        try:
+            edited = pin(ctx.source, places)
+        except ValueError as e:
+            edited, refused = None, [*refused, str(e)]
+        size = len(edited.encode()) if edited is not None else 0
+        if size > LIMIT_BYTES:
+            refused.append(f"pinned, the file would be {size:,} bytes, over KernelBot's 1 MB cap")
+        elif edited is not None:
+            names = ", ".join(p["path"] for p in places)
+            entries = sum(p.get("entries") or 0 for p in places)
+            toggles.append(Toggle(INFO.name, f"search results pinned in {names} ({entries} shapes, "
+                                             f"+{size - len(ctx.source.encode()):,} bytes)",
+                                  partial(pin, places=places), removes=True))
+    if refused:
+        why += "; cannot pin " + "; ".join(refused)
+    return Plan(RUN if toggles else CANNOT_TOGGLE, why, toggles, evidence=evidence)
+
+
+def mechanism(session, base) -> str | None:
+    """The whole cost: the search runs at every new shape, so it is charged with its sum over the shapes (the
+    baseline's first calls up to the deadline, and the tuning run's search over every shape)."""
+    firsts = [p for st in base.stages for p in st.phases if p.name.startswith("first_call:")]
+    tuning = next((r for r in session.runs if str(r.role) == "tuning"), None)
+    tuned = [p for st in (tuning.stages if tuning else []) for p in st.phases if p.name.startswith("tune:")]
+    found = searches(base)
+    out = []
+    if found:
+        out.append(f"The baseline timed {sum(r['candidates'] for r in found)} candidates in "
+                   f"{sum(r['seconds'] for r in found):.1f} s over {len({r['phase'] for r in found})} first call(s)")
+    if firsts:
+        cut = " (the last cut off by the deadline)" if any(p.open for p in firsts) else ""
+        out.append(f"it runs at every new shape: the baseline's {len(firsts)} first call(s) took "
+                   f"{sum(p.seconds for p in firsts):.1f} s together{cut}")
+    if tuned:
+        out.append(f"the tuning run {tuning.id} (not timed) spent {sum(p.seconds for p in tuned):.1f} s on its "
+                   f"{len(tuned)} shapes")
+    if not out:
+        return None
+    text = "; ".join(out) + "."
+    return text[0].upper() + text[1:]

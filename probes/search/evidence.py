@@ -1,0 +1,126 @@
+"""What the search probe reads from runs: its hook's records (hook.py) in each stage's probe_facts["search"]."""
+from __future__ import annotations
+
+import ast
+
+from diagnose.session import Run
+
+NAME = "search"
+
+
+def _facts(run: Run | None):
+    for st in (run.stages if run is not None else []):
+        for e in st.probe_facts.get(NAME, []):
+            yield st, e
+
+
+def searches(run: Run | None, source: str = "") -> list[dict]:
+    """Every search the run's first calls (or tuning phases) made, one per phase and search frame; a phase the
+    deadline cut off keeps what its hook sent as the search crossed the threshold."""
+    out, ended = [], set()
+    for st, e in _facts(run):
+        if e.get("what") == "phase":
+            ended.add((st.name, e["phase"]))
+            out += [{**s, "phase": e["phase"], "stage": st.name, "changed": e.get("changed") or [], "open": False}
+                    for s in e.get("searches") or []]
+    for st, e in _facts(run):
+        if e.get("what") == "searching" and (st.name, e["phase"]) not in ended:
+            out.append({**e["search"], "phase": e["phase"], "stage": st.name, "changed": [], "open": True})
+    for r in out:
+        r["span"] = loop_span(source, r.get("def_line"), r.get("lines") or [r.get("line")]) if source else \
+            sorted(set(r.get("lines") or []))
+    return out
+
+
+def loop_span(source: str, def_line: int | None, lines: list[int]) -> list[int]:
+    """The lines of the innermost loop (or, for a min(...) or a comprehension over candidates, the statement)
+    that holds every clock read of the search, inside the function it ran in."""
+    lines = [ln for ln in lines if isinstance(ln, int)]
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, RecursionError, ValueError):
+        return lines
+    fn = next((n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+               and n.lineno == def_line), None)
+    scope = fn or tree
+
+    def holds(n):
+        return all(n.lineno <= ln <= (n.end_lineno or n.lineno) for ln in lines)
+    loops = [n for n in ast.walk(scope) if isinstance(n, (ast.For, ast.While, ast.ListComp, ast.SetComp,
+             ast.DictComp, ast.GeneratorExp)) and holds(n)]
+    stmts = [n for n in ast.walk(scope) if isinstance(n, ast.stmt) and holds(n) and n is not fn]
+    best = min(loops or stmts, key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=None)
+    if fn is not None and isinstance(fn, ast.Lambda):      # a lambda's frame: the statement that holds it
+        best = min((n for n in ast.walk(tree) if isinstance(n, ast.stmt) and holds(n)),
+                   key=lambda n: (n.end_lineno or n.lineno) - n.lineno, default=best)
+    return list(range(best.lineno, (best.end_lineno or best.lineno) + 1)) if best is not None else lines
+
+
+def _where(r: dict) -> str:
+    """`_pick() L38 (from custom_kernel() L44)`; a comprehension's or a lambda's frame is named by the function
+    that holds it."""
+    path = list(r.get("path") or [])
+    func, line = r["func"], r["span"][0] if r.get("span") else r["line"]
+    while func.startswith("<") and path:
+        func = f"{path[-1]['func']}()'s {func.strip('<>')}"
+        path.pop()
+    head = func if func.endswith(")") or "'s " in func else f"{func}()"
+    shown = " → ".join(f"{p['func']}() L{p['line']}" for p in path)
+    return f"{head} L{line}" + (f" (from {shown})" if shown else "")
+
+
+def story(ran: list[dict], source: str) -> str:
+    """One sentence per search frame: where it runs, what it timed, its whole cost, and where its choice went."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in ran:
+        groups.setdefault((r["func"], r.get("def_line")), []).append(r)
+    out = []
+    for recs in groups.values():
+        kept = sorted(choices([r["changed"] for r in recs]))
+        cut = sum(1 for r in recs if r["open"])
+        out.append(f"the search in {_where(recs[0])} timed {sum(r['candidates'] for r in recs)} candidates "
+                   f"({', '.join(sorted({c for r in recs for c in r.get('clocks') or []}))}) in {len(recs)} first "
+                   f"call(s), {sum(r['seconds'] for r in recs):.1f} s in all" + (f", {cut} cut off" if cut else "") +
+                   (f"; its choice went to `{'`, `'.join(kept)}`" if kept else ""))
+    return "; ".join(out)
+
+
+def choices(phases: list[list[dict]]) -> set[str]:
+    """Of what each phase with a search changed, the places that hold its choice: those changed at every shape
+    the search ran for (what changed once, an input parked on the first call, is not the choice); and, where a
+    dict or a cache holds it, not a bare attribute bound beside it."""
+    counts, kinds = {}, {}
+    for changed in phases:
+        for c in changed:
+            counts[c["path"]] = counts.get(c["path"], 0) + 1
+            kinds[c["path"]] = c["kind"]
+    if any(k in ("dict", "cache") for k in kinds.values()):
+        counts = {p: n for p, n in counts.items() if kinds[p] != "attr"}
+    return {p for p, n in counts.items() if n == max(counts.values())}
+
+
+def kept_places(tuning: Run, ran: list[dict], scanned: list[str]) -> tuple[list[dict], list[str]]:
+    """The places to pin, from the tuning run: those a phase with a search changed (the scan's dicts too), with
+    the text of what they held at its end; and why any cannot be pinned."""
+    linked = set(scanned) | choices([e.get("changed") or [] for _, e in _facts(tuning)
+                                     if e.get("what") == "phase" and e.get("searches")])
+    kept = {e["path"]: e for _, e in _facts(tuning) if e.get("what") == "kept"}
+    for st in tuning.stages:       # a run without the hook: what the scan's dicts held (WorkerSpec.memo)
+        for m in st.memo:
+            kept.setdefault(m["name"], {"path": m["name"], "kind": "dict", "text": m.get("text"),
+                                        "entries": m.get("entries"), "error": m.get("error")})
+    places, refused = [], []
+    for path in sorted(linked):
+        k = kept.get(path)
+        if k is None:
+            refused.append(f"`{path}`: the tuning run {tuning.id} did not end (it reported no contents)")
+        elif not k.get("text"):
+            refused.append(f"`{path}`: {k.get('error') or 'no text'}")
+        elif k.get("entries") == 0:
+            refused.append(f"`{path}` was empty after the tuning run {tuning.id}: the search stored nothing")
+        else:
+            places.append(k)
+    if not linked and ran:
+        refused.append("the searches left their choice nowhere a later call reads it at module level (a local, "
+                       "or an object the module does not hold)")
+    return places, refused

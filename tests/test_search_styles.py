@@ -1,0 +1,95 @@
+"""A search that the code runs at each new shape is found from what the run did, in whatever style it is written,
+and pinned where the code reads it: a dict filled by the caller, a class attribute, an instance's dict keyed by a
+string, functools caches on a function and on a method, and a loop that stores into a module-level dict; timed
+with perf_counter, perf_counter_ns, monotonic or time.time, in a loop, a min(key=...), a sorted(key=...) or a
+comprehension. Each fixture searches for about 1.8 s of CPU per new shape: three test shapes and the process's
+own start run over a 6 s budget, and with the choice pinned every call is fast."""
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+import sys
+
+import pytest
+
+from probes.search.pin import pin
+from probes.search.watch import literal_text
+from tests.conftest import FIXTURES, cli
+
+STYLES = {"hand_search": ("_BEST", "_BEST.update({"), "caller_dict": ("_CHOICE", "_CHOICE.update({"),
+          "class_attr": ("Tuner.best", "Tuner.best.update({"),
+          "instance_dict": ("_TUNER.cache", "_TUNER.cache.update({'m64_k256': "),
+          "lru_function": ("_best_chunk", "_best_chunk = _pinned_first(_best_chunk, {(64, 256): "),
+          "lru_method": ("Planner.plan", "Planner.plan = _pinned_first(Planner.plan, {((64, 256),): ")}
+
+
+@pytest.mark.parametrize("name", list(STYLES))
+def test_a_search_in_any_style_is_found_from_the_run_and_pinned_where_the_code_reads_it(tmp_path, name):
+    place, written = STYLES[name]
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "search" / f"{name}.py", "--stages", "test", "--budget", "6", "--probes", "search",
+              "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
+    probe = next(p for p in s["probes"] if p["name"] == "search")
+    # named from the run: where it ran, what it timed, and where its choice went
+    assert "candidates (time." in probe["why"] and f"its choice went to `{place}`" in probe["why"], probe["why"]
+    top = s["causes"][0]
+    assert top["suspects"] == ["search"] and top["changes_outcome"] and "fixes it" in top["narrative"], top
+    # its whole cost: every shape the tuning run searched, and the baseline's first calls up to the deadline
+    assert "first call(s) took" in top["narrative"] and "spent" in top["narrative"] and \
+        "on its 5 shapes" in top["narrative"], top["narrative"]
+    assert s["fix"]["toggle"].startswith(f"search results pinned in {place} (5 shapes, +"), s["fix"]["toggle"]
+    fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
+    assert fix["outcome"] == "ok" and written in fix["variant"], fix["variant"][-800:]
+    assert not [e for st in fix["stages"] for e in st["probe_facts"].get("search", []) if e.get("searches")]
+    audit = cli("report", out / "session.json", "--audit")
+    assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
+
+
+def test_a_value_no_literal_holds_is_refused_with_its_type_and_a_place_bound_nowhere_cannot_be_pinned():
+    assert literal_text({(64, 256): 128}) == ("{(64, 256): 128}", None)
+    text, why = literal_text({"k": object()})
+    assert text is None and "object" in why
+    with pytest.raises(ValueError, match="bound nowhere"):
+        pin("def f():\n    pass\n", [{"path": "_GONE", "kind": "dict", "text": "{1: 2}"}])
+    # a cache pinned: the table answers the arguments it has, the search the rest
+    src = "import functools\n\n@functools.cache\ndef f(x):\n    raise RuntimeError('searched')\n"
+    ns: dict = {}
+    exec(compile(pin(src, [{"path": "f", "kind": "cache", "text": "{(1,): 7}"}]), "s", "exec"), ns)
+    assert ns["f"](1) == 7
+    with pytest.raises(RuntimeError, match="searched"):
+        ns["f"](2)
+    ast.parse(pin(src, [{"path": "f", "kind": "cache", "text": "{(1,): 7}"}]))
+
+
+SPIN = '''
+import time
+def custom_kernel(data):
+    end = time.perf_counter() + 0.3
+    while time.perf_counter() < end:
+        pass
+    return data
+'''
+
+
+def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
+    """One line reading the clock until a moment passes times no candidates: the hook sends nothing for it."""
+    (tmp_path / "submission.py").write_text(SPIN)
+    driver = (f"import sys, json; sys.path.insert(0, {str(tmp_path)!r})\n"
+              "from probes.search import hook\n"
+              "sent = []\n"
+              "class Api:\n"
+              f"    submission_dir = {str(tmp_path) + '/'!r}\n"
+              "    def emit(self, **f): sent.append(f)\n"
+              "    def on_phase(self, fn): self.phase = fn\n"
+              "    def on_import(self, m, p): pass\n"
+              "    def on_stage_end(self, fn): pass\n"
+              "api = Api(); hook.install(api)\n"
+              "import submission\n"
+              "api.phase('begin', 'first_call:a', {'case': 'a'}); submission.custom_kernel(1)\n"
+              "api.phase('end', 'first_call:a', {'ok': True})\n"
+              "print(json.dumps(sent))\n")
+    out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True)
+    assert json.loads(out.stdout) == []
