@@ -16,6 +16,7 @@ from diagnose.facts.measures import NOISE_ABS, NOISE_REL, first_call
 from diagnose.source.edits import apply_edits
 from diagnose.source.scan import scan_source
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.search.evidence import searches as found_searches
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
@@ -49,9 +50,11 @@ def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[s
 def _loops(ctx: PlanContext) -> tuple[dict[int, dict], list[str]]:
     """Warmup loops to toggle, by header line, with what was seen of each; and runtime loops that no
     edit can shorten."""
-    # a loop that times candidates and keeps the best is a search (its own probe pins it), not a warmup to cut; nor is
-    # a loop inside it (the timing loop of each candidate: cut to no pass, it divides by zero)
-    searches = {ln for s in ctx.scan.of("search") for ln in range(s.line, (s.end_line or s.line) + 1)}
+    # a loop that times candidates and keeps the best is a search (its own probe pins it, as the scan or the run found
+    # it), not a warmup to cut; nor is a loop inside it (the timing loop of each candidate: cut to no pass, it divides
+    # by zero)
+    searches = {ln for s in ctx.scan.of("search") for ln in range(s.line, (s.end_line or s.line) + 1)} | {
+        ln for r in found_searches(ctx.baseline, ctx.source) for ln in r["span"]}
     found = {s.line: {"count": s.details["count"], "count_text": s.details["count_text"], "from": "source"}
              for s in ctx.scan.of("warmup") if s.line not in searches}
     cannot = []

@@ -93,3 +93,21 @@ def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
               "print(json.dumps(sent))\n")
     out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True)
     assert json.loads(out.stdout) == []
+
+
+def test_a_warmup_written_as_a_comprehension_with_its_count_in_a_variable_is_named_at_its_line_and_cut(tmp_path):
+    """[_epilogue(r1, r2) for _ in range(_WARMUP)], _WARMUP read from the environment: no for statement, and on
+    Python 3.11 no loop counts. The cause is that line (not a line inside the callee), and the count is cut where
+    the comprehension reads it."""
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "warmup" / "comprehension_env.py", "--stages", "test", "--budget", "9",
+              "--probes", "warmup", "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
+    probe = next(p for p in s["probes"] if p["name"] == "warmup")
+    assert probe["state"] == "run" and "L32 (N=_WARMUP" in probe["why"], probe
+    top = s["causes"][0]
+    assert top["suspects"] == ["warmup"] and top["site"]["line"] == 32, top
+    assert s["fix"]["toggle"].startswith("warmup N->") and (
+        "for _ in range(1)]" in s["fix"]["diff"] or "for _ in range(3)]" in s["fix"]["diff"]), s["fix"]
+    assert next(r for r in s["runs"] if r["id"] == s["fix"]["run"])["outcome"] == "ok"

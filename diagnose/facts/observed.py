@@ -126,12 +126,13 @@ def loop_iterations(run: Run | None, phase_prefix: str = "") -> dict[int, int]:
 
 
 def loops(source: str) -> list[tuple[int, int]]:
-    """(header, last line) of every loop in the source."""
+    """(header, last line) of every loop in the source, a comprehension's too ([work() for _ in range(n)])."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, RecursionError, ValueError):
         return []
-    return [(n.lineno, n.end_lineno) for n in ast.walk(tree) if isinstance(n, (ast.For, ast.While, ast.AsyncFor))]
+    return [(n.lineno, n.end_lineno) for n in ast.walk(tree) if isinstance(n, (
+        ast.For, ast.While, ast.AsyncFor, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp))]
 
 
 def repeated_work(run: Run | None, source: str, min_share: float = 0.2) -> list[dict]:

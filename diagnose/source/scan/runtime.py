@@ -10,6 +10,9 @@ from diagnose.source.scan.model import Site, literal, span
 from diagnose.source.scan.names import (AUTOTUNE, CAPTURE_CTX, CHEAP_CALLS, COMPILE, EXTENSION_LOADS, GRAPHED,
                                         SETTINGS_CALLS, TIME_FUNCS)
 
+# a loop written as a comprehension: [work() for _ in range(n)] repeats work as a for statement does
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
 
 class RuntimeFinders:
     # -- capture -----------------------------------------------------------------------------------
@@ -63,6 +66,12 @@ class RuntimeFinders:
     def _loop_count(self, node: ast.AST) -> dict | None:
         """How a loop's repetitions are set, and the span a toggle edits: a range() count, a counter bound,
         or an elapsed-time bound. None for a loop over data (not a repetition)."""
+        if isinstance(node, COMPREHENSIONS):     # [work() for _ in range(n)]: one generator, a discarded target
+            if len(node.generators) != 1 or node.generators[0].ifs:
+                return None
+            gen = node.generators[0]
+            node = ast.For(target=gen.target, iter=gen.iter, body=[ast.Expr(getattr(node, "elt", None) or node.value)],
+                           orelse=[], lineno=node.lineno)
         if isinstance(node, (ast.For, ast.AsyncFor)):
             it = node.iter
             if not (isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range"
@@ -92,13 +101,14 @@ class RuntimeFinders:
         captures = self.of("capture")
         self.loops: dict[int, dict] = {}
         for node in ast.walk(self.tree):
-            if not isinstance(node, (ast.For, ast.AsyncFor, ast.While)):
+            if not isinstance(node, (ast.For, ast.AsyncFor, ast.While, *COMPREHENSIONS)):
                 continue
             count = self._loop_count(node)
             if count is None:
                 continue
             fn, cls = self.enclosing(node)
-            body = ast.Module(body=node.body, type_ignores=[])
+            body = ast.Module(body=[ast.Expr(getattr(node, "elt", None) or node.value)] if isinstance(
+                node, COMPREHENSIONS) else node.body, type_ignores=[])
             work = self.does_kernel_work(body, cls) or self.calls_passed_callable(body, fn)
             self.loops[node.lineno] = {**count, "end_line": node.end_lineno, "kernel_work": work}
             before_capture = any(c.details.get("function") == fn and c.line > node.lineno for c in captures)
