@@ -53,10 +53,11 @@ class Hook:
         for name in CLOCKS:
             setattr(time, name, self.clock(getattr(time, name), f"time.{name}", 0.5))
         self.api.on_import("triton.testing", lambda m: setattr(m, "do_bench", self.clock(m.do_bench, "do_bench", 1)))
-        self.api.on_import("torch.cuda", self._events)
 
-    def _events(self, cuda) -> None:
-        ev = getattr(cuda, "Event", None)
+    def _events(self) -> None:
+        """CUDA events' elapsed_time, patched on the class once torch is up (at the first armed phase): the
+        submission's events are made from it however it imported it."""
+        ev = getattr(sys.modules.get("torch.cuda"), "Event", None)
         if ev is not None and hasattr(ev, "elapsed_time") and not hasattr(ev.elapsed_time, "__wrapped__"):
             ev.elapsed_time = self.clock(ev.elapsed_time, "cuda.Event.elapsed_time", 1)
 
@@ -66,6 +67,7 @@ class Hook:
             return
         mod = sys.modules.get("submission")
         if what == "begin":
+            self._events()
             if name.startswith("tune:") and mod is not None and not self.wrapped:
                 self.wrapped = True
                 self._record_caches(mod)
