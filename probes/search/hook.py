@@ -54,10 +54,10 @@ class Hook:
             setattr(time, name, self.clock(getattr(time, name), f"time.{name}", 0.5))
         self.api.on_import("triton.testing", lambda m: setattr(m, "do_bench", self.clock(m.do_bench, "do_bench", 1)))
 
-    def _events(self) -> None:
-        """CUDA events' elapsed_time, patched on the class once torch is up (at the first armed phase): the
+    def events(self, torch) -> None:
+        """CUDA events' elapsed_time, patched on the class once torch is up (before the guard notes it): the
         submission's events are made from it however it imported it."""
-        ev = getattr(sys.modules.get("torch.cuda"), "Event", None)
+        ev = getattr(getattr(torch, "cuda", None), "Event", None)
         if ev is not None and hasattr(ev, "elapsed_time") and not hasattr(ev.elapsed_time, "__wrapped__"):
             ev.elapsed_time = self.clock(ev.elapsed_time, "cuda.Event.elapsed_time", 1)
 
@@ -67,7 +67,6 @@ class Hook:
             return
         mod = sys.modules.get("submission")
         if what == "begin":
-            self._events()
             if name.startswith("tune:") and mod is not None and not self.wrapped:
                 self.wrapped = True
                 self._record_caches(mod)
@@ -124,4 +123,5 @@ def install(api) -> None:
     hook = Hook(api)
     hook.patch_clocks()
     api.on_phase(hook.phase)
+    api.on_torch(hook.events)
     api.on_stage_end(hook.stage_end)

@@ -36,6 +36,7 @@ if _cfg:
     _ins = Instruments(_ch, torch, _cfg["submission"], GpuLock(_ch, None), watch=_cfg.get("watch") or [],
                        sample=_cfg.get("sample", True))
     _ins.hook_captures()
+    _plugins.torch_up(torch, _ch)
     _guard = Guard(_ch)
     _guard.watch_clocks(torch)
     Hooks(_ins, _guard).install()

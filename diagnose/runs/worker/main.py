@@ -196,6 +196,7 @@ def _setup(spec: WorkerSpec, ch, lock, report_fd):
     pid = os.getpid()
     from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
     from diagnose.runs.worker.ctx import Ctx
+    from diagnose.runs.worker import plugins
     from diagnose.runs.worker.stages import load_reference
 
     torch = None
@@ -210,6 +211,7 @@ def _setup(spec: WorkerSpec, ch, lock, report_fd):
                 torch.empty(1, device="cuda")
         ch.emit("env", **_environment(torch))
         ins.hook_captures()
+        plugins.torch_up(torch, ch)      # before the guard notes the clocks: a probe's watcher is one of them
         guard = Guard(ch)
         guard.watch_clocks(torch)
         ctx = Ctx(spec=spec, torch=torch, ins=ins, guard=guard, report_fd=report_fd)

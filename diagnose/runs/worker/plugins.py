@@ -9,6 +9,8 @@ worker imports that module by the name the spec gives (so nothing here imports a
                                   in the stage's `probe_facts` (runner/stage_facts.py), untouched
 - api.on_phase(fn)                fn("begin"|"end", phase name, fields) around every phase of the harness
 - api.on_import(module, patch)    patch(module) once that module is imported (now, if it already is)
+- api.on_torch(fn)                fn(torch) once torch is imported, before the guard notes what judges timing
+                                  (so a hook's watcher of a clock is the clock the guard knows)
 - api.on_stage_end(fn)            fn(stage) after the stage's own work returned, before the process ends
 - api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
 
@@ -20,6 +22,7 @@ import importlib
 import os
 
 _STAGE_END: list = []
+_TORCH_UP: list = []
 
 
 class Api:
@@ -41,6 +44,10 @@ class Api:
     def on_stage_end(fn) -> None:
         _STAGE_END.append(fn)
 
+    @staticmethod
+    def on_torch(fn) -> None:
+        _TORCH_UP.append(fn)
+
 
 def load(names, ch, submission: str) -> None:
     """Install each named hook module; a probe's name is the module's package or its own name."""
@@ -52,9 +59,17 @@ def load(names, ch, submission: str) -> None:
             ch.emit("probe", probe=probe, error=f"its hook did not install: {type(e).__name__}: {e}"[:300])
 
 
-def stage_end(stage: str, ch) -> None:
-    for fn in list(_STAGE_END):
+def _call(fns: list, arg, ch, when: str) -> None:
+    for fn in list(fns):
         try:
-            fn(stage)
+            fn(arg)
         except Exception as e:  # noqa: BLE001
-            ch.emit("probe", probe="?", error=f"a hook failed at the stage's end: {type(e).__name__}: {e}"[:300])
+            ch.emit("probe", probe="?", error=f"a hook failed {when}: {type(e).__name__}: {e}"[:300])
+
+
+def torch_up(torch, ch) -> None:
+    _call(_TORCH_UP, torch, ch, "once torch was imported")
+
+
+def stage_end(stage: str, ch) -> None:
+    _call(_STAGE_END, stage, ch, "at the stage's end")
