@@ -111,3 +111,24 @@ def test_a_warmup_written_as_a_comprehension_with_its_count_in_a_variable_is_nam
     assert s["fix"]["toggle"].startswith("warmup N->") and (
         "for _ in range(1)]" in s["fix"]["diff"] or "for _ in range(3)]" in s["fix"]["diff"]), s["fix"]
     assert next(r for r in s["runs"] if r["id"] == s["fix"]["run"])["outcome"] == "ok"
+
+
+def test_two_causes_that_each_fail_alone_get_one_fix_with_both_edits_verified_as_one_variant(tmp_path):
+    """A warmup and a search at each new shape, each over the 7 s budget alone: each toggle alone still times
+    out, so the fix is both edits together, run as one variant, and each cause says the other fails it too."""
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "search" / "two_causes.py", "--stages", "test", "--budget", "7", "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
+    runs = {r["id"]: r for r in s["runs"]}
+    alone = [r for r in runs.values() if r["role"] == "single" and r["probe"] in ("warmup", "search")]
+    assert {r["probe"] for r in alone} == {"warmup", "search"} and all(r["outcome"] == "timeout" for r in alone)
+    assert sorted(s["causes"][i]["suspects"][0] for i in range(2)) == ["search", "warmup"], s["causes"]
+    for c in s["causes"][:2]:
+        assert "one of 2 causes that each fail it on their own" in c["narrative"], c["narrative"]
+        assert "alone is not enough" in c["narrative"], c["narrative"]
+    fix = runs[s["fix"]["run"]]
+    assert s["fix"]["toggle"].startswith("fix: warmup N->1 + search results pinned in _BEST"), s["fix"]
+    assert fix["outcome"] == "ok" and "range(1)" in fix["variant"] and "_BEST.update({" in fix["variant"]
+    audit = cli("report", out / "session.json", "--audit")
+    assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout

@@ -21,6 +21,14 @@ from probes import BY_NAME
 FIX_TIE_REL = 0.02
 
 
+def _rank(r: Run) -> int:
+    """A single toggle by how specific it is; of the combinations, the one verified as a fix (its label names
+    each edit) above a bisector's test that happened to pass every stage."""
+    if r.probe in BY_NAME:
+        return toggle_rank(r)
+    return 1 if (r.toggle or "").startswith("fix: ") else 0
+
+
 def choose_fix(session: Session, base: Run) -> Fix | None:
     if effective(session, base).outcome == Status.OK:
         return None
@@ -39,12 +47,12 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
     # points at); beyond it, speed decides.
     near = [(us, r) for us, r in scored if best_us != math.inf and us <= best_us * (1 + FIX_TIE_REL)]
     if near:
-        best_us, best = max(near, key=lambda x: (toggle_rank(x[1]) if x[1].probe in BY_NAME else 0, -x[0]))
+        best_us, best = max(near, key=lambda x: (_rank(x[1]), -x[0]))
     elif best_us == math.inf:
         # No benchmark ran, so no steady state can choose: the toggle of the top cause's suspect, then the one
         # that names a mechanism, is the fix (compile off also passes a recompile storm, but says nothing).
         top = set(session.causes[0].suspects) if session.causes else set()
-        best = max((r for _, r in scored), key=lambda r: (r.probe in top, toggle_rank(r) if r.probe in BY_NAME else 0))
+        best = max((r for _, r in scored), key=lambda r: (r.probe in top, _rank(r)))
     seen, costs = set(), []
     for us, r in scored:
         if r.source_sha in seen:

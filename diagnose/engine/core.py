@@ -94,6 +94,7 @@ class Engine:
             fails = self.planner.fails_for(removers)
             bisector.search(s, list(removers), fails=fails,
                             prefetch=lambda subsets: [fails(k, wait=False) for k in subsets])
+            self.planner.verify_together(removers)
         concl.say_early("cause")
         pool.set_reserve(0)
         pool.wait_all()

@@ -134,6 +134,22 @@ class Planner:
         # needed for it, so only a run that got past the failure answers "no"
         return {Compared.SAME: True, Compared.MOVED: True, Compared.FIXED: False}.get(verdict)
 
+    def verify_together(self, removers: dict[str, Toggle]) -> Run | None:
+        """Causes that each fail on their own (bisection "also"): their edits together are the fix, so that
+        combination runs as one variant through every stage, as a single toggle that fixed it would."""
+        b = self.session.bisection or {}
+        needed = [*(b.get("minimal") or []), *(n for group in b.get("also") or [] for n in group)]
+        if not b.get("also") or not needed or any(n not in removers for n in needed):
+            return None
+        keep = [n for n in removers if n not in needed]
+        try:
+            source = self._combined(keep, removers)
+        except Exception:  # noqa: BLE001 - the toggles do not compose on this source: nothing to verify
+            return None
+        label = "fix: " + " + ".join(removers[n].label for n in needed)
+        return self.pool.launch(Role.COMBINATION, "+".join(sorted(needed)), label, source, full=True,
+                                removed=tuple(sorted(needed)))
+
     @staticmethod
     def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
         # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off

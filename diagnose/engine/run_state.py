@@ -27,6 +27,7 @@ class RunState:
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     prior: str | None = None     # an identical variant's run: this one decides when that one does
+    full: bool = False           # a combination verified as a fix: every stage, not only those up to the failure
 
 
 def job_for(st: RunState, stage: str, solo_stages, base_device: threading.Event | None) -> Job:

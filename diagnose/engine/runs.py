@@ -79,12 +79,12 @@ class RunPool:
 
     def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
                rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
-               removed: tuple = (), reuse: bool = False, memo: tuple = ()) -> Run:
+               removed: tuple = (), reuse: bool = False, memo: tuple = (), full: bool = False) -> Run:
         """Start a run (its first stage is queued at once), or answer from an identical earlier one.
         Identical variants (same source, switches and repeat number) are measured once; a confirmation is
         never deduplicated: it is a rerun on purpose."""
         sha = hashlib.sha256(source.encode()).hexdigest()
-        key = f"{sha}|{','.join(sorted(switches))}|{rep}"
+        key = f"{sha}|{','.join(sorted(switches))}|{rep}" + ("|full" if full else "")
         with self.lock:
             fresh = role in (Role.CONFIRM, Role.REFERENCE, Role.TUNING)   # on purpose: never shared
             prior = None if fresh else self._by_key.get(key)
@@ -105,7 +105,8 @@ class RunPool:
             if not fresh:
                 self._by_key[key] = run
             warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = RunState(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo))
+            st = RunState(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo),
+                          full=full)
             self._states[run.id] = st
         self._advance(st)
         return run
@@ -172,7 +173,7 @@ class RunPool:
             return
         stage = st.stages[st.next]
         base = self.session.baseline
-        if run.role == Role.COMBINATION and base is not None:
+        if run.role == Role.COMBINATION and base is not None and not st.full:
             with self.lock:     # the baseline's end is set under this lock, with the waiting list handed over
                 base_done = self._states[base.id].done.is_set()
                 if not base_done and st.next > 0:
