@@ -10,6 +10,7 @@ import ast
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -86,12 +87,14 @@ def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
               "    def on_phase(self, fn): self.phase = fn\n"
               "    def on_import(self, m, p): pass\n"
               "    def on_stage_end(self, fn): pass\n"
+              "    def on_torch(self, fn): pass\n"
               "api = Api(); hook.install(api)\n"
               "import submission\n"
               "api.phase('begin', 'first_call:a', {'case': 'a'}); submission.custom_kernel(1)\n"
               "api.phase('end', 'first_call:a', {'ok': True})\n"
               "print(json.dumps(sent))\n")
-    out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True)
+    out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True,
+                         cwd=Path(__file__).resolve().parent.parent)
     assert json.loads(out.stdout) == []
 
 
@@ -128,7 +131,7 @@ def test_two_causes_that_each_fail_alone_get_one_fix_with_both_edits_verified_as
         assert "one of 2 causes that each fail it on their own" in c["narrative"], c["narrative"]
         assert "alone is not enough" in c["narrative"], c["narrative"]
     fix = runs[s["fix"]["run"]]
-    assert s["fix"]["toggle"].startswith("fix: warmup N->1 + search results pinned in _BEST"), s["fix"]
+    assert s["fix"]["toggle"].startswith("together: warmup N->1 + search results pinned in _BEST"), s["fix"]
     assert fix["outcome"] == "ok" and "range(1)" in fix["variant"] and "_BEST.update({" in fix["variant"]
     audit = cli("report", out / "session.json", "--audit")
     assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout

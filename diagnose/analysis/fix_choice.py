@@ -26,7 +26,7 @@ def _rank(r: Run) -> int:
     each edit) above a bisector's test that happened to pass every stage."""
     if r.probe in BY_NAME:
         return toggle_rank(r)
-    return 1 if (r.toggle or "").startswith("fix: ") else 0
+    return 1 if (r.toggle or "").startswith("together: ") else 0
 
 
 def choose_fix(session: Session, base: Run) -> Fix | None:

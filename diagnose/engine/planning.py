@@ -146,7 +146,7 @@ class Planner:
             source = self._combined(keep, removers)
         except Exception:  # noqa: BLE001 - the toggles do not compose on this source: nothing to verify
             return None
-        label = "fix: " + " + ".join(removers[n].label for n in needed)
+        label = "together: " + " + ".join(removers[n].label for n in needed)
         return self.pool.launch(Role.COMBINATION, "+".join(sorted(needed)), label, source, full=True,
                                 removed=tuple(sorted(needed)))
 

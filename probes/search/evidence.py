@@ -87,15 +87,19 @@ def story(ran: list[dict], source: str) -> str:
 
 def choices(phases: list[list[dict]]) -> set[str]:
     """Of what each phase with a search changed, the places that hold its choice: those changed at every shape
-    the search ran for (what changed once, an input parked on the first call, is not the choice); and, where a
-    dict or a cache holds it, not a bare attribute bound beside it."""
-    counts, kinds = {}, {}
+    the search ran for (what changed once, an input parked on the first call, is not the choice); where a dict or
+    a cache holds it, not a bare attribute bound beside it; and where some hold plain values, not those holding
+    tensors or objects."""
+    counts, kinds, plain = {}, {}, {}
     for changed in phases:
         for c in changed:
             counts[c["path"]] = counts.get(c["path"], 0) + 1
             kinds[c["path"]] = c["kind"]
+            plain[c["path"]] = plain.get(c["path"], True) and c.get("plain", True)
     if any(k in ("dict", "cache") for k in kinds.values()):
         counts = {p: n for p, n in counts.items() if kinds[p] != "attr"}
+    if any(plain[p] for p in counts):       # values a literal holds are choices; tensors parked beside them are not
+        counts = {p: n for p, n in counts.items() if plain[p]}
     return {p for p, n in counts.items() if n == max(counts.values())}
 
 

@@ -48,6 +48,12 @@ def _plain(v):
     return v
 
 
+def plain(v) -> bool:
+    """Made only of what a literal can hold (numbers, strings, tuples, lists, dicts of them): a choice, not an
+    input or a kernel parked in the module."""
+    return next(_leaves(v), None) is None
+
+
 def _leaves(v, depth=0):
     if depth > 3:
         return
@@ -172,8 +178,9 @@ def changed(before: dict, after: dict) -> list[dict]:
         if kind == "dict":
             added = (mark - old[1]) if old and isinstance(mark, frozenset) and isinstance(old[1], frozenset) else \
                 (set(obj) if old is None else set())
+            shown = list(added)[:KEYS_SHOWN]
             rec.update(added=len(added) if added else len(obj) - (len(old[2]) if old else 0),
-                       keys=[repr(k)[:80] for k in list(added)[:KEYS_SHOWN]])
+                       keys=[repr(k)[:80] for k in shown], plain=all(plain(obj.get(k)) for k in shown))
             if rec["added"] <= 0:
                 continue
         elif kind == "cache":
@@ -181,6 +188,6 @@ def changed(before: dict, after: dict) -> list[dict]:
             if rec["added"] <= 0:
                 continue
         else:
-            rec["value"] = repr(obj)[:120]
+            rec.update(value=repr(obj)[:120] if plain(obj) else type(obj).__name__, plain=plain(obj))
         out.append(rec)
     return out
