@@ -32,6 +32,7 @@ from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import confirmations, effective, thin
 from diagnose.findings import Cause, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
+from diagnose.analysis.too_far import OVER, how_far
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
@@ -232,6 +233,9 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
                           f"({lead.id}), so it is not a fix by itself.")
+        far = how_far(next((st for st in lead.stages if st.status in OVER), None)) if lead else None
+        if far and fixes != "fixes it":
+            narrative += f" It does not fit yet: in {lead.id}, {far}."
         reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
         if reason:
             narrative += f" {reason}"

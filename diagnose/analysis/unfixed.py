@@ -8,6 +8,7 @@ from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.effects import credit
 from diagnose.analysis.evidence import effective
+from diagnose.analysis.too_far import how_far
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -61,7 +62,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         narrative = (f"The work itself is too slow wherever it runs: {base.id} was still running at {where} when "
                      f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
-                     f"accounts for it.{inside}")
+                     f"accounts for it.{inside}" + _far(session, st, site or hot or {}))
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
@@ -82,9 +83,21 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         # toggle of it could be made or verified
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.HOT_SPOT, confidence=conf,
                      changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}.",
+                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}." + _far(session, st, hot),
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     return _in_the_code(session, base, site, conf, confirmed, none)
+
+
+def stage_cases(session: Session, stage: str) -> int | None:
+    """How many cases (each with its first call) the task gives a stage."""
+    key = "tests" if stage == "test" else "benchmarks" if stage in ("benchmark", "leaderboard") else None
+    cases = (session.task or {}).get(key) if key else None
+    return len(cases) if cases else None
+
+
+def _far(session: Session, st, hot: dict) -> str:
+    far = how_far(st, stage_cases(session, st.name), hot.get("line"))
+    return f" How far off: {far}." if far else ""
 
 
 def _lost_worker(session: Session, base: Run, site: dict | None, conf, confirmed: bool) -> Cause:
