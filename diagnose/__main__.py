@@ -1,3 +1,4 @@
 from diagnose.cli.app import main
 
-main()
+if __name__ == "__main__":     # a triage's Dask workers start by spawning, which imports this module again
+    main()

@@ -49,7 +49,8 @@ def test_the_check_sees_what_it_checks():
 # probes (a package of their own) read the source and the run facts, never the analysis that reads them.
 SHARED = {"session", "status", "errors", "findings"}
 MAY_IMPORT = {"source": SHARED, "tasks": SHARED | {"source"}, "runs": SHARED | {"tasks"}, "facts": SHARED,
-              "analysis": SHARED | {"runs", "facts", "tasks"}, "output": SHARED | {"analysis", "facts"}}
+              "analysis": SHARED | {"runs", "facts", "tasks"}, "output": SHARED | {"analysis", "facts", "triage"},
+              "triage": SHARED}
 RECORDS = {"session": {"status", "findings"}, "findings": {"status"}, "status": set(), "errors": set()}
 PROBES_MAY_IMPORT = SHARED | {"source", "facts"}
 
@@ -70,7 +71,7 @@ def test_folders_import_only_down_the_data_flow():
 def test_the_top_level_holds_only_the_folders_and_the_shared_records():
     flat = sorted(p.name for p in (ROOT / "diagnose").glob("*.py"))
     assert flat == ["__init__.py", "__main__.py", "errors.py", "findings.py", "session.py", "status.py"], flat
-    for pkg in ("source", "runs", "facts", "analysis", "output", "engine", "cli"):
+    for pkg in ("source", "runs", "facts", "analysis", "output", "engine", "cli", "triage"):
         doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / pkg / "__init__.py").read_text(encoding="utf-8")))
         assert doc and "Takes" in doc and "give" in doc, (pkg, doc)      # says what it takes and gives
 

@@ -1,4 +1,4 @@
-"""Command line: `diagnose run | check | probes | report`. The only module that writes files.
+"""Command line: `diagnose run | check | bisect | probes | report | triage`. The only module that writes files.
 
 Exit codes: exits.py, the one place they are defined; `--help` prints its table.
 
@@ -24,18 +24,13 @@ from diagnose.cli.exits import BAD_INPUT, INTERNAL, REFUSED, help_text, stopped_
 from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
 from diagnose.errors import BadInput, Refused
 from diagnose.runs import harness
+from diagnose.cli.options import (BUDGET, COMPILE_BUDGET, PROBLEM, PROBLEMS_ROOT, QUIET, SMALL, SUBMISSION, TASK,
+                                  VERBOSE, _Command)
 
 try:   # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as _cx
 except ImportError:  # pragma: no cover - older typer
     from click import exceptions as _cx
-
-
-class _Command(typer.core.TyperCommand):
-    """`Usage: diagnose run [OPTIONS] SUBMISSION`, as click and pytest write it (newer typer braces it)."""
-
-    def collect_usage_pieces(self, ctx):
-        return [p[1:-1] if p.startswith("{") and p.endswith("}") else p for p in super().collect_usage_pieces(ctx)]
 
 
 _NO_ARGS = getattr(_cx, "NoArgsIsHelpError", ())   # click >= 8.2: `diagnose` alone shows the help
@@ -59,21 +54,6 @@ def _root(version: bool = typer.Option(False, "--version", "-V", callback=_versi
     """Find out why a GPU kernel submission times out or crashes, with measurements and a tested fix."""
 
 
-SUBMISSION = typer.Argument(..., metavar="SUBMISSION", show_default=False,
-                            help="The submission .py file (defines custom_kernel).")
-PROBLEM = typer.Option(None, "--problem", metavar="DIR", help="GPU MODE problem directory (reference.py, task.yml).")
-TASK = typer.Option("fp8-dual-gemm", "--task", metavar="NAME", help="Built-in task, when no --problem is given.")
-BUDGET = typer.Option(None, "--budget", "-b", metavar="SECONDS",
-                      help="Seconds per stage (default: the task's, else 180). The compile step keeps its own.")
-COMPILE_BUDGET = typer.Option(None, "--compile-budget", metavar="SECONDS",
-                              help="Seconds for the compile step before each stage (default 120, as the harness).")
-SMALL = typer.Option(None, "--small/--full-shapes", show_default=False,
-                     help="Shape set: the small one or the task's own (default: small without a GPU).")
-QUIET = typer.Option(False, "--quiet", "-q", help="Print only the verdict.")
-VERBOSE = typer.Option(False, "--verbose", "-v", help="Also print each phase as it ends.")
-PROBLEMS_ROOT = typer.Option(None, "--problems-root", metavar="DIR",
-                             help="A reference-kernels checkout: a submission's `#!POPCORN leaderboard` header finds "
-                                  "its problem folder there (default: $DIAGNOSE_PROBLEMS_ROOT).")
 RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
                       help="Replay scripted stage results instead of starting processes (tests).")
 
@@ -277,6 +257,8 @@ def _refused(e: Refused) -> int:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point: usage errors (typer's too) and BadInput become one `error:` line and exit 2."""
+    from diagnose.cli.triage_cmd import register
+    register(app)
     try:
         rv = app(argv, standalone_mode=False, prog_name="diagnose")
     except _NO_ARGS as e:

@@ -1,0 +1,62 @@
+"""The triage's Dask loop: start (or join) the cluster, submit one task per submission, and hand each row on as
+its task ends, with one progress bar (counts per status, time left). A task whose worker died twice is a `lost`
+row; Ctrl-C stops the commands in flight, cancels the rest, and returns what was done."""
+from __future__ import annotations
+
+from diagnose.cli.wiring import err
+
+
+def _gpus(gpus: str | None) -> list[str]:
+    """The cards to spread over: --gpus, else those this process may use (CUDA_VISIBLE_DEVICES's own ids)."""
+    import os
+    if gpus:
+        return [g.strip() for g in gpus.split(",") if g.strip()]
+    from diagnose.runs.device import gpu_count
+    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
+    if vis is not None and gpu_count():
+        return [x.strip() for x in vis.split(",") if x.strip() and x.strip() != "-1"]
+    return [str(i) for i in range(gpu_count())]
+
+
+def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: int | None, gpus: str | None,
+            rows: list[dict], total: int, on_row, stop_commands) -> tuple[list[dict], bool]:
+    if not todo:
+        return rows, False
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from diagnose.output.triage import counts
+    from diagnose.triage.cluster import client_for, submit
+    from diagnose.triage.rows import lost_row
+    from diagnose.triage.task import triage_one
+    cards = [] if scheduler else _gpus(gpus)
+    settings = {**settings, "gpus": cards}
+    client, cluster = client_for(scheduler, workers or len(cards) or 2)
+    futures = {submit(client, triage_one, item, settings): item for item in todo}
+    stopped = False
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
+                   console=err, transient=False)
+    try:
+        from dask.distributed import as_completed
+        with bar:
+            task = bar.add_task("triage", total=total, completed=len(rows))
+            for fut in as_completed(list(futures)):
+                item = futures[fut]
+                try:
+                    row = fut.result()
+                except Exception as e:  # noqa: BLE001 - KilledWorker, or a task that raised: the row says so
+                    row = lost_row(item, f"{type(e).__name__}: {e}")
+                rows.append(row)
+                on_row(row, rows)
+                bar.update(task, advance=1, description="triage " + " ".join(
+                    f"{n} {s}" for s, n in counts(rows).items()))
+    except KeyboardInterrupt:
+        stopped = True
+        if cluster is not None:
+            stop_commands()
+        for fut in futures:
+            fut.cancel()
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return rows, stopped

@@ -1,0 +1,54 @@
+"""A triage's tables, from its rows (triage/rows.py): Markdown grouped by cause class, with counts and a link to
+each report, and CSV for spreadsheets. Pure: the CLI writes them."""
+from __future__ import annotations
+
+import csv
+import io
+
+from diagnose.triage.classes import order
+from diagnose.triage.rows import FIELDS
+
+STATUS_ORDER = ("timeout", "crash", "wrong", "at_risk", "refused", "inconclusive", "lost", "ok")
+
+
+def counts(rows: list[dict]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for r in rows:
+        out[r["status"]] = out.get(r["status"], 0) + 1
+    return {k: out[k] for k in sorted(out, key=lambda s: STATUS_ORDER.index(s) if s in STATUS_ORDER else 99)}
+
+
+def _cell(v) -> str:
+    return ("" if v is None else str(v)).replace("|", "\\|").replace("\n", " ")
+
+
+def markdown(rows: list[dict], total: int, title: str = "diagnose triage") -> str:
+    c = counts(rows)
+    head = [f"# {title}", "", f"{len(rows)} of {total} submission(s): " +
+            (", ".join(f"{n} {s}" for s, n in c.items()) or "none yet"), ""]
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["class"] or "inconclusive", []).append(r)
+    out = head
+    for cls in sorted(groups, key=lambda k: (order(k), k)):
+        rs = sorted(groups[cls], key=lambda r: r["file"])
+        out += [f"## {cls} ({len(rs)})", "", "| file | status | stage / phase | line | cause or reason | fix | wall |",
+                "| --- | --- | --- | --- | --- | --- | --- |"]
+        for r in rs:
+            name = f"[{_cell(r['file'])}]({r['report']}/report.md)" if r.get("report") else _cell(r["file"])
+            where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
+            why = r.get("cause") or r.get("why") or ""
+            wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""
+            out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why)[:160]} | "
+                       f"{_cell(r.get('fix'))} | {wall} |")
+        out.append("")
+    return "\n".join(out)
+
+
+def csv_text(rows: list[dict]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=list(FIELDS), extrasaction="ignore", lineterminator="\n")
+    w.writeheader()
+    for r in sorted(rows, key=lambda r: r["file"]):
+        w.writerow(r)
+    return buf.getvalue()

@@ -1,0 +1,45 @@
+"""The cause class a triage table groups a row under: where in the harness's run it failed, and of what kind.
+
+compile step · import · first call (compile, autotune, build, search, or other work at each new shape) · steady
+state · harness rule · refusal · crash · wrong · outside the submission · passed · inconclusive · lost
+"""
+from __future__ import annotations
+
+FIRST_CALL_KINDS = {"compile_mode": "compile", "recompile": "compile", "fullgraph": "compile",
+                    "graph_capture": "compile", "autotune": "autotune", "helion": "autotune",
+                    "extension_build": "build", "search": "search", "warmup": "warmup"}
+ORDER = ["compile step", "import", "first call", "steady state", "harness rule", "refusal", "crash", "wrong",
+         "outside the submission", "inconclusive", "lost", "passed"]
+
+
+def cause_class(row: dict, session: dict | None) -> str:
+    status = row.get("status")
+    if status == "refused":
+        return "refusal"
+    if status in ("lost", "inconclusive"):
+        return status
+    if status == "ok":
+        return "passed"
+    top = ((session or {}).get("causes") or [None])[0] or {}
+    phase, stage = row.get("phase") or "", row.get("stage") or ""
+    if top.get("kind") == "harness_rule":
+        return "harness rule"
+    if top.get("kind") in ("stale_lock",) or (session or {}).get("verdict", {}).get("outside"):
+        return "outside the submission"
+    if stage == "compile" or phase == "script":
+        return "compile step"
+    if phase == "submission_import":
+        return "import"
+    if phase.startswith("first_call:") and status in ("timeout", "at_risk"):
+        kinds = sorted({FIRST_CALL_KINDS[s] for s in top.get("suspects") or [] if s in FIRST_CALL_KINDS})
+        return "first call" + (f" ({', '.join(kinds)})" if kinds else "")
+    if status == "crash":
+        return "crash"
+    if status == "wrong":
+        return "wrong"
+    return "steady state"
+
+
+def order(cls: str) -> int:
+    base = cls.split(" (")[0]
+    return ORDER.index(base) if base in ORDER else len(ORDER)

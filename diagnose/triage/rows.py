@@ -1,0 +1,75 @@
+"""A submission's row, from what its command left: the exit code and last lines, and its session.json.
+
+Statuses: ok, at_risk, timeout, crash, wrong (the verdict's), refused (KernelBot would not run the file, or it is
+no submission), inconclusive (this machine cannot judge it, the command was stopped, or it outlived its hard
+limit), lost (its worker died twice: set by the CLI, which sees Dask's failure).
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from diagnose.triage.classes import cause_class
+
+FIELDS = ("file", "leaderboard", "problem", "status", "class", "stage", "phase", "line", "cause", "fix", "wall_s",
+          "report", "why", "key", "exit_code", "gpu", "host")
+VERDICTS = {"ok": "ok", "at_risk": "at_risk", "timeout": "timeout", "crash": "crash", "wrong": "wrong",
+            "tampered": "crash"}
+_MARKUP = re.compile(r"\[/?[a-z ]*\]")
+
+
+def _last_line(text: str) -> str:
+    lines = [_MARKUP.sub("", x).strip() for x in text.strip().splitlines() if x.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def _session(item: dict) -> dict | None:
+    try:
+        return json.loads((Path(item["report_dir"]) / "session.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wall: float, killed_at: float | None,
+           gpu: str | None = None, host: str | None = None) -> dict:
+    s = _session(item)
+    row = dict.fromkeys(FIELDS)
+    row.update(file=item["shown"], key=item["key"], exit_code=code, wall_s=round(wall, 1), gpu=gpu, host=host,
+               report=item.get("report") if s is not None else None)
+    if s is not None:
+        v = s.get("verdict") or {}
+        site = v.get("site") or {}
+        top = (s.get("causes") or [None])[0] or {}
+        row.update(leaderboard=(s.get("harness") or {}).get("leaderboard"), problem=(s.get("task") or {}).get("name"),
+                   stage=v.get("stage"), phase=v.get("phase"), line=site.get("line"),
+                   cause=_first_sentence(top.get("narrative") or ""), fix=(s.get("fix") or {}).get("toggle"))
+        row["status"] = VERDICTS.get(v.get("status"), "inconclusive")
+        if row["status"] == "inconclusive":
+            row["why"] = f"{v.get('status')}: {v.get('message') or ''}".strip()[:300]
+        elif row["status"] != "ok":
+            row["why"] = (v.get("message") or "")[:300]
+    if killed_at is not None:
+        row.update(status="inconclusive", why=f"the command did not end within its hard limit of {killed_at:.0f} s "
+                                              f"(its stages' budgets, compile steps and a margin)")
+    elif "REFUSED by KernelBot" in out:
+        row.update(status="refused", why=next(_MARKUP.sub("", x).strip() for x in out.splitlines() if "REFUSED" in x))
+    elif code == 2:
+        row.update(status="refused", why=_last_line(err) or _last_line(out))
+    elif s is None or code in (70, 130, 143) or code is None or code < 0:
+        row.update(status="inconclusive", why=row.get("why") or _last_line(err) or _last_line(out) or
+                   f"the command ended with exit code {code} and wrote no session")
+    row["class"] = cause_class(row, s)
+    return row
+
+
+def _first_sentence(text: str) -> str:
+    m = re.match(r"(.+?\.)(\s|$)", text)
+    return (m.group(1) if m else text)[:200]
+
+
+def lost_row(item: dict, why: str) -> dict:
+    row = dict.fromkeys(FIELDS)
+    row.update(file=item["shown"], key=item["key"], status="lost", why=why[:300])
+    row["class"] = cause_class(row, None)
+    return row

@@ -1,0 +1,79 @@
+"""One submission's triage, as a Dask task: the CLI's own `check` (or `run`) in a process of its own, under a hard
+limit of its stages' budgets, their compile steps and a margin. A hang, a CUDA fault or a submission that kills
+its process ends that process, never the worker: the task reads what the command left (its exit code, its last
+lines, its session.json) into a row, whatever happened.
+
+On a cluster this machine made, the task pins the worker's GPU for the command (CUDA_VISIBLE_DEVICES, from the
+worker's name); on a cluster the user runs, each worker's own environment does.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from diagnose.triage.rows import row_of
+
+MARGIN_S = 120.0
+STAGES = 3                   # test, benchmark, leaderboard: each after its own compile step
+RUN_FACTOR = 8               # a full `run` starts the baseline and the probes' variants: a longer limit
+
+
+def hard_limit(settings: dict) -> float:
+    per = float(settings.get("budget") or 180.0) + float(settings.get("compile_budget") or 120.0)
+    limit = STAGES * per + MARGIN_S
+    return limit * (RUN_FACTOR if settings.get("depth") == "run" else 1)
+
+
+def argv_for(file: str, report_dir: str, settings: dict) -> list[str]:
+    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", file, "--out", report_dir, "--quiet"]
+    for flag, key in (("--problem", "problem"), ("--problems-root", "problems_root"), ("--budget", "budget"),
+                      ("--compile-budget", "compile_budget"), ("--task", "task")):
+        if settings.get(key) is not None:
+            cmd += [flag, str(settings[key])]
+    if settings.get("small") is not None:
+        cmd.append("--small" if settings["small"] else "--full-shapes")
+    return cmd
+
+
+def _worker_gpu(settings: dict) -> str | None:
+    gpus = settings.get("gpus") or []
+    if not gpus:
+        return None
+    try:
+        from distributed import get_worker
+        name = str(get_worker().name)
+    except (ImportError, ValueError):
+        return None
+    return gpus[int(name) % len(gpus)] if name.isdigit() else None
+
+
+def triage_one(item: dict, settings: dict) -> dict:
+    """item: {file, key, report_dir, shown}. The row, whatever the command did."""
+    env = dict(os.environ)
+    gpu = _worker_gpu(settings)
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    limit, t0 = hard_limit(settings), time.monotonic()
+    proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+    killed = False
+    try:
+        out, err = proc.communicate(timeout=limit)
+    except subprocess.TimeoutExpired:
+        killed = True
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)      # the command and everything it started
+        except ProcessLookupError:
+            pass
+        out, err = proc.communicate()
+    wall = time.monotonic() - t0
+    return row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
+                  gpu=gpu, host=os.uname().nodename)
+
+
+def report_exists(item: dict) -> bool:
+    return (Path(item["report_dir"]) / "session.json").is_file()

@@ -1,0 +1,152 @@
+"""`diagnose triage` over a real Dask cluster: a LocalCluster of two worker processes, and a `dask scheduler` with
+two `dask worker` processes started here. Each submission is a real `diagnose check` in a process of its own."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import FIXTURES, ROOT, cli
+
+FILES = {"healthy.py": FIXTURES / "healthy.py", "loop_forever.py": FIXTURES / "loop_forever.py",
+         "raises.py": FIXTURES / "raises.py", "sigkill_self.py": FIXTURES / "hostile" / "sigkill_self.py"}
+EXPECT = {"healthy.py": ("ok", "passed"), "loop_forever.py": ("timeout", "first call"),
+          "raises.py": ("crash", "crash"), "empty.py": ("refused", "refusal"),
+          "sigkill_self.py": ("timeout", "import")}
+
+
+def _folder(root: Path, names) -> Path:
+    d = root / "subs"
+    d.mkdir(parents=True)
+    for n in names:
+        if n == "empty.py":
+            (d / n).write_text("")          # KernelBot refuses an empty file
+        else:
+            shutil.copy(FILES[n], d / n)
+    return d
+
+
+def _rows(out: Path) -> dict[str, dict]:
+    rows = [json.loads(x) for x in (out / "triage.jsonl").read_text().splitlines()]
+    return {Path(r["file"]).name: r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def triaged(tmp_path_factory):
+    root = tmp_path_factory.mktemp("triage")
+    subs, out = _folder(root, EXPECT), root / "out"
+    tmp = root / "tmp"
+    tmp.mkdir()
+    t0 = time.monotonic()
+    res = cli("triage", subs, "--out", out, "--budget", "45", "--workers", "2", env={"TMPDIR": str(tmp)})
+    return res, subs, out, time.monotonic() - t0, tmp
+
+
+def test_each_submission_gets_its_row_class_and_report(triaged):
+    """A pass, a timeout, a crash, a refused file and one that kills its own process (the harness's pool waits for
+    a dead worker until its timeout): each its own row, none takes a worker down."""
+    res, _, out, wall, _ = triaged
+    assert res.returncode == 1, res.stdout + res.stderr        # some did not pass
+    rows = _rows(out)
+    assert {n: (r["status"], r["class"].split(" (")[0]) for n, r in rows.items()} == EXPECT, rows
+    assert rows["loop_forever.py"]["stage"] == "test" and rows["loop_forever.py"]["line"] == 6
+    assert "pool worker" in rows["sigkill_self.py"]["why"] or "killed" in rows["sigkill_self.py"]["why"], \
+        rows["sigkill_self.py"]
+    assert "Empty file" in rows["empty.py"]["why"] and rows["empty.py"]["report"] is None
+    for name, r in rows.items():
+        if r["report"]:
+            assert (out / r["report"] / "report.md").is_file() and (out / r["report"] / "session.json").is_file()
+    md = (out / "triage.md").read_text()
+    assert "5 of 5 submission(s): 2 timeout, 1 crash, 1 refused, 1 ok" in md, md
+    assert "## first call" in md and "## refusal (1)" in md and "(reports/healthy-" in md
+    table = list(csv.DictReader((out / "triage.csv").open()))
+    assert sorted(Path(r["file"]).name for r in table) == sorted(EXPECT) and table[0]["status"]
+    assert "5 of 5 done in" in res.stdout and wall < 300
+
+
+def test_a_second_triage_reruns_nothing_that_finished(triaged):
+    _, subs, out, first, tmp = triaged
+    before = (out / "triage.jsonl").read_text()
+    t0 = time.monotonic()
+    res = cli("triage", subs, "--out", out, "--budget", "45", "--workers", "2", env={"TMPDIR": str(tmp)})
+    again = time.monotonic() - t0
+    assert res.returncode == 1 and "5 already done" in res.stdout and "0 to check" in res.stdout, res.stdout
+    assert (out / "triage.jsonl").read_text() == before
+    assert again < first / 2, (again, first)
+    # other settings are other answers: nothing is taken from the rows of a different budget
+    res = cli("triage", subs / "empty.py", "--out", out, "--budget", "46", env={"TMPDIR": str(tmp)})
+    assert "0 already done" in res.stdout, res.stdout
+
+
+def test_ctrl_c_halfway_keeps_every_row_written_and_says_how_many(tmp_path):
+    subs, out = _folder(tmp_path, ["empty.py", "raises.py", "loop_forever.py"]), tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    p = subprocess.Popen([sys.executable, "-m", "diagnose", "triage", str(subs), "--out", str(out), "--budget",
+                          "60", "--workers", "2"], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_lines(out)) < 2:
+        time.sleep(0.5)
+    assert len(_lines(out)) >= 2, "two rows never came"
+    p.send_signal(signal.SIGINT)
+    stdout, stderr = p.communicate(timeout=90)
+    rows = [json.loads(x) for x in _lines(out)]
+    assert p.returncode == 130, stdout + stderr
+    assert f"interrupted: {len(rows)} of 3 submission(s) done" in stderr, stderr
+    assert {Path(r["file"]).name for r in rows} >= {"empty.py", "raises.py"}
+    assert not any(Path(r["file"]).name == "loop_forever.py" for r in rows)    # stopped, not judged
+
+
+def _lines(out: Path) -> list[str]:
+    f = out / "triage.jsonl"
+    return f.read_text().splitlines() if f.is_file() else []
+
+
+def test_a_running_dask_scheduler_and_its_workers_take_the_tasks(tmp_path):
+    """`dask scheduler` and two `dask worker --resources GPU=1` processes on localhost, started and stopped here."""
+    subs, out = _folder(tmp_path, ["empty.py", "raises.py"]), tmp_path / "out"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    info = tmp_path / "scheduler.json"
+    procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--no-dashboard", "--port",
+                               "0", "--scheduler-file", str(info)], env=env, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)]
+    try:
+        deadline = time.monotonic() + 60
+        while not info.is_file() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(info.read_text())["address"]
+        procs += [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_worker", address, "--nthreads", "1",
+                                    "--resources", "GPU=1", "--no-dashboard", "--name", f"w{i}"], env=env,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) for i in range(2)]
+        res = cli("triage", subs, "--out", out, "--budget", "20", "--scheduler", address)
+        rows = _rows(out)
+        assert res.returncode == 1 and {n: r["status"] for n, r in rows.items()} == {
+            "empty.py": "refused", "raises.py": "crash"}, res.stdout + res.stderr
+        assert all(r["host"] for r in rows.values() if r["status"] != "refused" or r["host"])
+    finally:
+        for p in procs:
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):
+    res = cli("triage", tmp_path / "missing", "--out", tmp_path / "o")
+    assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no such file or folder" in res.stderr
+    code = ("import sys; from diagnose.cli.app import main\n"
+            "try:\n    main(['triage', '--help'])\nexcept SystemExit:\n    pass\n"
+            "assert 'dask' not in sys.modules and 'torch' not in sys.modules, sorted(sys.modules)")
+    r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0 and "--scheduler" in r.stdout, r.stdout + r.stderr
