@@ -82,7 +82,9 @@ def test_kernelbots_refusals_end_check_and_run_at_once_with_the_line(tmp_path, c
     for cmd in ("check", "run"):
         res, cpu = _cpu_time((cmd, f, "--out", tmp_path / "o"))
         assert res.returncode == 1 and "REFUSED by KernelBot before any run: " in res.stdout, res.stdout + res.stderr
-        assert expect in res.stdout and cpu < 1.0, (res.stdout, cpu)     # no run started: the CPU time says so
+        # no run started: the CPU time says so (a run's worker alone imports torch, over 2 s of CPU; the CLI's own
+        # start and the scan of a 1 MB file took up to 1.02 s on a busy 2-core machine)
+        assert expect in res.stdout and cpu < 1.6, (res.stdout, cpu)
         assert not (tmp_path / "o").exists()
     if b"caf" in content:
         assert "line 2" in res.stdout
