@@ -165,7 +165,9 @@ def _place(out: dict, path: str, v, attr: bool) -> None:
         except Exception:  # noqa: BLE001
             pass
     elif not callable(v) and (attr or isinstance(v, (int, float, str, tuple, bool, type(None)))):
-        out[path] = ("attr", (id(v), repr(v)[:200]) if isinstance(v, (int, float, str, tuple, bool)) else id(v), v)
+        # a plain value by its text (an int bound again may keep its id); anything else by identity: the repr of
+        # a tuple of tensors would format them (and wait for the GPU)
+        out[path] = ("attr", (id(v), repr(v)[:200]) if plain(v) else id(v), v)
 
 
 def changed(before: dict, after: dict) -> list[dict]:
