@@ -23,7 +23,9 @@ RUN_FACTOR = 8               # a full `run` starts the baseline and the probes' 
 
 
 def hard_limit(settings: dict) -> float:
-    per = float(settings.get("budget") or 180.0) + float(settings.get("compile_budget") or 120.0)
+    """A backstop only (the command keeps every stage's own deadline): with no --budget, a problem's own timeouts
+    are not known here, so a generous 600 s a stage stands in for them."""
+    per = float(settings.get("budget") or 600.0) + float(settings.get("compile_budget") or 120.0)
     limit = STAGES * per + MARGIN_S
     return limit * (RUN_FACTOR if settings.get("depth") == "run" else 1)
 
