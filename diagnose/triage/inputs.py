@@ -1,6 +1,6 @@
 """What a triage runs over: files, folders of *.py (searched below them), and manifests (one path a line,
-relative to the manifest; blank lines and `#` comments skipped). Each submission gets a key from its content and
-the settings, so a second triage with the same inputs and settings knows what already finished."""
+relative to the manifest; blank lines and `#` comments skipped). Each submission gets a key from its content, the
+settings and its path, so a second triage with the same inputs and settings knows what already finished."""
 from __future__ import annotations
 
 import hashlib
@@ -52,7 +52,9 @@ def _manifest(path: Path) -> list[Path]:
 
 
 def key_of(path: Path, settings: dict) -> str:
-    """The submission's content and every setting that changes its answer."""
+    """The submission's content, every setting that changes its answer, and where it lies (two files with the
+    same content are two rows)."""
     h = hashlib.sha256(path.read_bytes())
     h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    h.update(str(path.resolve()).encode())
     return h.hexdigest()[:16]
