@@ -27,7 +27,7 @@ def _folder(root: Path, names) -> Path:
     d = root / "subs"
     d.mkdir(parents=True)
     for n in names:
-        if n == "empty.py":
+        if n.startswith("empty"):
             (d / n).write_text("")          # KernelBot refuses an empty file
         else:
             shutil.copy(FILES[n], d / n)
@@ -111,8 +111,9 @@ def _lines(out: Path) -> list[str]:
 
 
 def test_a_running_dask_scheduler_and_its_workers_take_the_tasks(tmp_path):
-    """`dask scheduler` and two `dask worker --resources GPU=1` processes on localhost, started and stopped here."""
-    subs, out = _folder(tmp_path, ["empty.py", "raises.py"]), tmp_path / "out"
+    """`dask scheduler` and two `dask worker --resources GPU=1` processes on localhost, started and stopped here. Two
+    files with the same content are two rows."""
+    subs, out = _folder(tmp_path, ["empty.py", "empty_too.py", "raises.py"]), tmp_path / "out"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     info = tmp_path / "scheduler.json"
     procs = [subprocess.Popen([sys.executable, "-m", "distributed.cli.dask_scheduler", "--no-dashboard", "--port",
@@ -129,8 +130,8 @@ def test_a_running_dask_scheduler_and_its_workers_take_the_tasks(tmp_path):
         res = cli("triage", subs, "--out", out, "--budget", "20", "--scheduler", address)
         rows = _rows(out)
         assert res.returncode == 1 and {n: r["status"] for n, r in rows.items()} == {
-            "empty.py": "refused", "raises.py": "crash"}, res.stdout + res.stderr
-        assert all(r["host"] for r in rows.values() if r["status"] != "refused" or r["host"])
+            "empty.py": "refused", "empty_too.py": "refused", "raises.py": "crash"}, res.stdout + res.stderr
+        assert all(r["host"] and r["wall_s"] is not None for r in rows.values())     # each ran as a task
     finally:
         for p in procs:
             p.terminate()
