@@ -20,6 +20,11 @@ JSONL, MD, CSV = "triage.jsonl", "triage.md", "triage.csv"
 RERUN = ("lost",)          # rows that say nothing about the submission: a second triage runs them again
 
 
+def _rerun(row: dict) -> bool:
+    """A row that says nothing about the submission: a lost worker, bad input, or a command that was stopped."""
+    return row.get("status") in RERUN or row.get("exit_code") in (2, 130, 143)
+
+
 def _settings(o: dict) -> dict:
     """What changes a submission's answer (its key): never where it runs (the GPU, the cluster)."""
     for flag in ("problem", "problems_root"):
@@ -80,7 +85,7 @@ def _stop_commands() -> int:
             os.killpg(p.pid, signal.SIGINT)
         except (ProcessLookupError, PermissionError):
             pass
-    _, alive = psutil.wait_procs(procs, timeout=20)
+    _, alive = psutil.wait_procs(procs, timeout=20) if procs else ([], [])
     for p in alive:
         try:
             os.killpg(p.pid, signal.SIGKILL)
@@ -105,7 +110,7 @@ def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, 
         root = holder.path
         items = _items(paths, settings, root)
         done = _done(root)
-        keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and done[i["key"]]["status"] not in RERUN}
+        keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not _rerun(done[i["key"]])}
         todo = [i for i in items if i["key"] not in keep]
         t0 = time.monotonic()
         out.print(f"triage: {len(items)} submission(s), {len(keep)} already done in {root / JSONL}, "

@@ -29,6 +29,9 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
     from diagnose.triage.rows import lost_row
     from diagnose.triage.task import triage_one
     cards = [] if scheduler else _gpus(gpus)
+    if cards and workers and workers > len(cards):
+        from diagnose.errors import BadInput
+        raise BadInput(f"--workers {workers}: more than the {len(cards)} GPU(s) here; two tasks would share a card")
     settings = {**settings, "gpus": cards}
     client, cluster = client_for(scheduler, workers or len(cards) or 2)
     futures = {submit(client, triage_one, item, settings): item for item in todo}
@@ -49,14 +52,27 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
                 on_row(row, rows)
                 bar.update(task, advance=1, description="triage " + " ".join(
                     f"{n} {s}" for s, n in counts(rows).items()))
-    except KeyboardInterrupt:
-        stopped = True
-        if cluster is not None:
-            stop_commands()
-        for fut in futures:
-            fut.cancel()
+    except BaseException as e:  # noqa: BLE001 - Ctrl-C, or a failure writing a row: no command may outlive us
+        stopped = isinstance(e, KeyboardInterrupt)
+        _wind_down(client, cluster, futures, stop_commands)
+        if not stopped:
+            raise
     finally:
         client.close()
         if cluster is not None:
             cluster.close()
     return rows, stopped
+
+
+def _wind_down(client, cluster, futures, stop_commands) -> None:
+    """Nothing queued starts any more (cancelled first), then every command in flight here is stopped, until
+    none is left; a second Ctrl-C meanwhile does not cut this short. A cluster elsewhere keeps the commands it
+    already started: they end at their own deadlines."""
+    import signal
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        client.cancel(list(futures))
+        while cluster is not None and stop_commands():
+            pass
+    finally:
+        signal.signal(signal.SIGINT, old)

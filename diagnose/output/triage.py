@@ -39,7 +39,7 @@ def markdown(rows: list[dict], total: int, title: str = "diagnose triage") -> st
             where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
             why = r.get("cause") or r.get("why") or ""
             wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""
-            out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why)[:160]} | "
+            out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why[:160])} | "
                        f"{_cell(r.get('fix'))} | {wall} |")
         out.append("")
     return "\n".join(out)

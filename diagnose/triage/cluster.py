@@ -30,4 +30,4 @@ def client_for(scheduler: str | None, workers: int):
 
 
 def submit(client, fn, item: dict, settings: dict):
-    return client.submit(fn, item, settings, resources={"GPU": 1}, key=f"triage-{item['key']}", pure=False)
+    return client.submit(fn, item, settings, resources={"GPU": 1}, pure=False)   # a key of its own: never shared

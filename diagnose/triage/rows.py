@@ -24,16 +24,20 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _session(item: dict) -> dict | None:
+def _session(item: dict, since: float | None) -> dict | None:
+    """The command's session.json, if this command wrote it (one left by an earlier attempt is not its answer)."""
+    path = Path(item["report_dir"]) / "session.json"
     try:
-        return json.loads((Path(item["report_dir"]) / "session.json").read_text(encoding="utf-8"))
+        if since is not None and path.stat().st_mtime < since:
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
 def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wall: float, killed_at: float | None,
-           gpu: str | None = None, host: str | None = None) -> dict:
-    s = _session(item)
+           gpu: str | None = None, host: str | None = None, since: float | None = None) -> dict:
+    s = _session(item, since)
     row = dict.fromkeys(FIELDS)
     row.update(file=item["shown"], key=item["key"], exit_code=code, wall_s=round(wall, 1), gpu=gpu, host=host,
                report=item.get("report") if s is not None else None)
@@ -54,8 +58,8 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
                                               f"(its stages' budgets, compile steps and a margin)")
     elif "REFUSED by KernelBot" in out:
         row.update(status="refused", why=next(_MARKUP.sub("", x).strip() for x in out.splitlines() if "REFUSED" in x))
-    elif code == 2:
-        row.update(status="refused", why=_last_line(err) or _last_line(out))
+    elif code == 2:          # bad input: not a submission here (no custom_kernel, its folder missing): run again
+        row.update(status="inconclusive", why=_last_line(err) or _last_line(out))
     elif s is None or code in (70, 130, 143) or code is None or code < 0:
         row.update(status="inconclusive", why=row.get("why") or _last_line(err) or _last_line(out) or
                    f"the command ended with exit code {code} and wrote no session")

@@ -59,9 +59,10 @@ def triage_one(item: dict, settings: dict) -> dict:
     gpu = _worker_gpu(settings)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    limit, t0 = hard_limit(settings), time.monotonic()
+    limit, t0, started = hard_limit(settings), time.monotonic(), time.time() - 1.0
     proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env, start_new_session=True)
+                            stderr=subprocess.PIPE, text=True, errors="replace", env=env,
+                            start_new_session=True)
     killed = False
     try:
         out, err = proc.communicate(timeout=limit)
@@ -74,7 +75,7 @@ def triage_one(item: dict, settings: dict) -> dict:
         out, err = proc.communicate()
     wall = time.monotonic() - t0
     return row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
-                  gpu=gpu, host=os.uname().nodename)
+                  gpu=gpu, host=os.uname().nodename, since=started)
 
 
 def report_exists(item: dict) -> bool:

@@ -98,7 +98,9 @@ class Hook:
                 if not k and len(_log) < 5000:
                     _log[tuple(a[1:]) if _method else tuple(a)] = out
                 return out
-            recorded.cache_info, recorded.__wrapped__ = obj.cache_info, obj.__wrapped__
+            for name in ("cache_info", "cache_clear", "cache_parameters", "__wrapped__"):
+                if hasattr(obj, name):
+                    setattr(recorded, name, getattr(obj, name))
             setattr(holder, attr or path, recorded)
 
     def stage_end(self, stage: str) -> None:

@@ -3,7 +3,8 @@
 Each place the tuning run recorded (hook.py) is pinned right after the module-level statement that binds it, so
 the code finds the values there and skips the search:
 
-- a dict (module-level, a class's, a module-level instance's): `<path>.update({...})`
+- a dict (module-level, a class's, a module-level instance's): `<path>.update({...})`, or the dict itself where
+  the code makes it only at run time
 - an attribute bound again at run time: `<path> = <value>`
 - a functools cache (a function's, a method's): the function is wrapped by a table looked up first, with what the
   cache returned for each argument tuple; arguments it has never seen still reach the search.
@@ -50,8 +51,10 @@ def binding_end(source: str, name: str) -> int | None:
 
 
 def statement(kind: str, path: str, text: str, method: bool) -> str:
-    if kind == "dict":
-        return f"{path}.update({text})\n"
+    if kind == "dict":          # a dict made at import, or made at the first call (`_CACHE = None` until then)
+        owner, _, attr = path.rpartition(".")
+        now = f"getattr({owner}, {attr!r}, None)" if owner else f"globals().get({path!r})"
+        return f"if isinstance({now}, dict):\n    {path}.update({text})\nelse:\n    {path} = dict({text})\n"
     if kind == "cache":
         return f"{path} = {SEEDED}({path}, {text}{', method=True' if method else ''})\n"
     return f"{path} = {text}\n"

@@ -48,14 +48,20 @@ def _plain(v):
     return v
 
 
+PLAIN_CAP = 2000           # elements: a larger value is fingerprinted by identity, never walked at every phase
+
+
 def plain(v) -> bool:
     """Made only of what a literal can hold (numbers, strings, tuples, lists, dicts of them): a choice, not an
     input or a kernel parked in the module."""
+    if isinstance(v, (tuple, list, dict)) and len(v) > PLAIN_CAP:
+        return False
     return next(_leaves(v), None) is None
 
 
 def _leaves(v, depth=0):
     if depth > 3:
+        yield v          # too deep to tell: not plain
         return
     if isinstance(v, (tuple, list)):
         for x in v:
@@ -176,12 +182,15 @@ def changed(before: dict, after: dict) -> list[dict]:
         old = before.get(path)
         if old is not None and old[1] == mark:
             continue
+        if old is not None and old[0] != kind:      # None then a dict: the place is new now
+            old = None
         rec = {"path": path, "kind": kind}
         if kind == "dict":
             added = (mark - old[1]) if old and isinstance(mark, frozenset) and isinstance(old[1], frozenset) else \
                 (set(obj) if old is None else set())
             shown = list(added)[:KEYS_SHOWN]
-            rec.update(added=len(added) if added else len(obj) - (len(old[2]) if old else 0),
+            grew = (mark - old[1]) if old and isinstance(mark, int) and isinstance(old[1], int) else 0
+            rec.update(added=len(added) if added else grew,
                        keys=[repr(k)[:80] for k in shown], plain=all(plain(obj.get(k)) for k in shown))
             if rec["added"] <= 0:
                 continue
