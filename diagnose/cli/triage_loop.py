@@ -42,7 +42,7 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
         from dask.distributed import as_completed
         with bar:
             task = bar.add_task("triage", total=total, completed=len(rows))
-            for fut in as_completed(list(futures)):
+            for fut in _as_they_end(as_completed(list(futures))):
                 item = futures[fut]
                 try:
                     row = fut.result()
@@ -62,6 +62,17 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
         if cluster is not None:
             cluster.close()
     return rows, stopped
+
+
+def _as_they_end(ac):
+    """Futures as they end, the main thread never blocked for long: Ctrl-C's signal often lands on one of Dask's
+    threads, and a main thread waiting on a lock without a timeout would never see it."""
+    import time
+    while not ac.is_empty():
+        batch = ac.next_batch(block=False)
+        if not batch:
+            time.sleep(0.2)
+        yield from batch
 
 
 def _wind_down(client, cluster, futures, stop_commands) -> None:
