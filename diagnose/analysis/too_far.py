@@ -13,9 +13,7 @@ import statistics
 
 from diagnose.runs.harness import CALLS_PER_REPEAT, REL_ERROR_TARGET, REPEAT_CAP
 from diagnose.session import StageResult
-from diagnose.status import Status
-
-OVER = (Status.TIMEOUT, Status.AT_RISK)
+from diagnose.status import TIME_BASED as OVER, Status
 
 
 def how_far(st: StageResult | None, shapes: int | None = None, line: int | None = None) -> str | None:

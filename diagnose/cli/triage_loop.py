@@ -7,15 +7,12 @@ from diagnose.cli.wiring import err
 
 
 def _gpus(gpus: str | None) -> list[str]:
-    """The cards to spread over: --gpus, else those this process may use (CUDA_VISIBLE_DEVICES's own ids)."""
-    import os
-    if gpus:
-        return [g.strip() for g in gpus.split(",") if g.strip()]
-    from diagnose.runs.device import gpu_count
-    vis = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if vis is not None and gpu_count():
-        return [x.strip() for x in vis.split(",") if x.strip() and x.strip() != "-1"]
-    return [str(i) for i in range(gpu_count())]
+    """The cards to spread over: those this process may use (CUDA_VISIBLE_DEVICES's own ids), or the ones of them
+    --gpus picks, checked as `run` checks it."""
+    from diagnose.cli.prepare import gpu_list
+    from diagnose.runs.device import visible_gpus
+    cards = visible_gpus()
+    return [cards[int(i)] for i in gpu_list(gpus)] if gpus else cards
 
 
 def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: int | None, gpus: str | None,

@@ -14,15 +14,20 @@ def has_gpu() -> bool:
     return os.path.exists("/dev/nvidiactl") or (os.path.isdir(gpus) and bool(os.listdir(gpus)))
 
 
-def gpu_count() -> int:
-    """GPUs this process may use, without importing torch (CUDA_VISIBLE_DEVICES respected)."""
+def visible_gpus() -> list[str]:
+    """The GPUs this process may use, without importing torch: as CUDA_VISIBLE_DEVICES names them, else 0..n-1."""
     if not has_gpu():
-        return 0
+        return []
     vis = os.environ.get("CUDA_VISIBLE_DEVICES")
     if vis is not None:
-        return len([x for x in vis.split(",") if x.strip() and x.strip() != "-1"])
+        return [x.strip() for x in vis.split(",") if x.strip() and x.strip() != "-1"]
     gpus = "/proc/driver/nvidia/gpus"
-    return len(os.listdir(gpus)) if os.path.isdir(gpus) else 1
+    return [str(i) for i in range(len(os.listdir(gpus)) if os.path.isdir(gpus) else 1)]
+
+
+def gpu_count() -> int:
+    """GPUs this process may use (CUDA_VISIBLE_DEVICES respected)."""
+    return len(visible_gpus())
 
 
 def default_jobs() -> int:
