@@ -26,6 +26,7 @@ class Hook:
         self.before: dict | None = None
         self.touched: dict[str, str] = {}          # tuning: path -> kind, over every phase
         self.calls: dict[str, dict] = {}            # tuning: cache path -> {args: result}
+        self.methods: set[str] = set()              # tuning: the cache paths that are methods (keyed without self)
         self.wrapped = False
         self.busy = False
         self.case = None
@@ -91,6 +92,8 @@ class Hook:
             owner, _, attr = path.rpartition(".")
             holder = getattr(mod, owner) if owner else mod
             method = bool(owner) and isinstance(holder, type)
+            if method:
+                self.methods.add(path)
             log = self.calls.setdefault(path, {})
 
             def recorded(*a, _fn=obj, _log=log, _method=method, **k):
@@ -111,14 +114,9 @@ class Hook:
         for path, kind in sorted(self.touched.items()):
             value = self.calls.get(path) if kind == "cache" else (places.get(path) or (None, None, None))[2]
             text, why = literal_text(value) if value is not None else (None, "it was not there at the end")
-            rec = {"what": "kept", "path": path, "kind": kind, "method": kind == "cache" and self._method(mod, path),
+            rec = {"what": "kept", "path": path, "kind": kind, "method": path in self.methods,
                    "entries": len(value) if isinstance(value, dict) else None, "text": text, "error": why}
             self.api.emit(**rec)
-
-    @staticmethod
-    def _method(mod, path: str) -> bool:
-        owner = path.rpartition(".")[0]
-        return bool(owner) and isinstance(getattr(mod, owner, None), type)
 
 
 def install(api) -> None:
