@@ -29,13 +29,17 @@ def test_cuda_only_submissions_cannot_be_judged_on_a_cpu(tmp_path):
 
 def test_a_busy_host_does_not_change_the_top_cause(tmp_path):
     """Two CPU hogs beside the diagnosis (this is a 2-core machine): the same top cause, and the report
-    says the host was busy."""
+    says the host was busy. The planted warmup sleeps 20 s a shape against a 36 s budget, so the baseline
+    times out however idle the host, and the fixed run has 36 s for a few seconds of CPU work however busy:
+    at 10 s a shape and 20 s, a CI host also running another test file timed the fixed run out as well."""
+    sub = tmp_path / "wu_literal_compiled.py"
+    sub.write_text((P / "wu_literal_compiled.py").read_text().replace("time.sleep(0.25)", "time.sleep(0.5)"))
     hog = "import time\nt = time.time() + 600\nwhile time.time() < t: pass\n"
     hogs = [subprocess.Popen([sys.executable, "-c", hog]) for _ in range(2)]
     try:
         time.sleep(1)
         out = tmp_path / "o"
-        res = cli("run", P / "wu_literal_compiled.py", "--stages", "test", "--budget", "20", "--probes", "warmup",
+        res = cli("run", sub, "--stages", "test", "--budget", "36", "--probes", "warmup",
                   "--jobs", "2", "--out", out)
     finally:
         for h in hogs:
