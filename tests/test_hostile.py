@@ -299,6 +299,9 @@ def test_keep_leaves_the_run_directory(tmp_path):
     before = temp_dirs()
     res = cli("run", FIXTURES / "healthy.py", "--probes", "none", "--stages", "test", "--keep", "--out", tmp_path)
     new = temp_dirs() - before
+    # the keeper (which removes our temporary directories once we exit) polls every 0.1 s: long enough for it
+    # to have removed the run's directory, as it did before --keep marked it, however slowly the host runs it
+    time.sleep(2)
     try:
         assert res.returncode == 0 and len(new) == 1
         # the run's container: its areas, and the tool's own files (the stage's files are removed after the

@@ -70,6 +70,27 @@ def test_each_submission_gets_its_row_class_and_report(triaged):
     table = list(csv.DictReader((out / "triage.csv").open()))
     assert sorted(Path(r["file"]).name for r in table) == sorted(EXPECT) and table[0]["status"]
     assert "5 of 5 done in" in res.stdout and wall < 300
+    # each task stamped on its worker: Dask's overhead is measured from them, said in the table and at the end
+    assert {r["worker"] for r in rows.values()} <= {"0", "1"} and all(r["ended_at"] >= r["started_at"]
+                                                                    for r in rows.values())
+    assert "Dask's own overhead: " in md and "5 task(s) on " in md and "Dask's own overhead: " in res.stdout
+
+
+def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
+    """Pure: a worker's wait before its first task and between tasks, and each task's wrapping; never the idle
+    tail of a worker with nothing left, and never a first wait measured on another host's clock."""
+    from diagnose.triage.overhead import describe, measure
+    rows = [dict(host="h", worker="0", started_at=100.5, ended_at=150.5, wall_s=49.9),
+            dict(host="h", worker="0", started_at=151.5, ended_at=160.0, wall_s=8.5),
+            dict(host="h", worker="1", started_at=100.5, ended_at=110.0, wall_s=9.5),
+            dict(host="far", worker="w", started_at=5.0, ended_at=7.0, wall_s=2.0)]
+    m = measure(rows, {"cluster_s": 3.0, "submitted_at": 100.0, "host": "h"})
+    assert m["between"] == [1.0] and m["first_s"] == 0.5 and m["workers"] == 3
+    assert abs(m["per_task_s"] - (0.5 + 0.5 + 1.0 + 0.1) / 4) < 1e-9
+    text = describe(m)
+    assert text.startswith("Dask's own overhead: 525 ms per task (4 task(s) on 3 worker(s); cluster up in 3.0 s")
+    assert "waited 1000 ms between tasks" in text
+    assert measure([dict(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
 
 
 def test_a_second_triage_reruns_nothing_that_finished(triaged):

@@ -68,9 +68,9 @@ def _append(root: Path, row: dict) -> None:
         fh.write(json.dumps(row, default=str) + "\n")     # one write: a line is whole or absent
 
 
-def _tables(root: Path, rows: list[dict], total: int) -> None:
+def _tables(root: Path, rows: list[dict], total: int, cost: str = "") -> None:
     from diagnose.output.triage import csv_text, markdown
-    write_atomic(root / MD, markdown(rows, total))
+    write_atomic(root / MD, markdown(rows, total, cost=cost))
     write_atomic(root / CSV, csv_text(rows))
 
 
@@ -115,10 +115,16 @@ def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, 
         t0 = time.monotonic()
         out.print(f"triage: {len(items)} submission(s), {len(keep)} already done in {root / JSONL}, "
                   f"{len(todo)} to {settings['depth']}")
+        timing: dict = {}
+
+        def cost(rows: list[dict]) -> str:       # this triage's tasks only: kept rows ran in another
+            from diagnose.triage.overhead import describe, measure
+            return describe(measure(rows[len(keep):], timing))
+
         rows, stopped = run_all(todo, settings, scheduler, workers, gpus, list(keep.values()), len(items),
-                                lambda row, rows: (_append(root, row), _tables(root, rows, len(items))),
-                                _stop_commands)
-        _tables(root, rows, len(items))
+                                lambda row, rows: (_append(root, row), _tables(root, rows, len(items), cost(rows))),
+                                _stop_commands, timing)
+        _tables(root, rows, len(items), cost(rows))
         from diagnose.output.triage import counts
         summary = ", ".join(f"{n} {s}" for s, n in counts(rows).items())
         if stopped:
@@ -127,6 +133,8 @@ def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, 
             return 130
         out.print(f"triage: {len(rows)} of {len(items)} done in {time.monotonic() - t0:.0f} s ({summary}); "
                   f"{root / MD}")
+        if cost(rows):
+            out.print(cost(rows))
         return 0 if all(r["status"] == "ok" for r in rows) else 1
     finally:
         holder.close()

@@ -3,6 +3,9 @@ its task ends, with one progress bar (counts per status, time left). A task whos
 row; Ctrl-C stops the commands in flight, cancels the rest, and returns what was done."""
 from __future__ import annotations
 
+import os
+import time
+
 from diagnose.cli.wiring import err
 
 
@@ -16,7 +19,8 @@ def _gpus(gpus: str | None) -> list[str]:
 
 
 def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: int | None, gpus: str | None,
-            rows: list[dict], total: int, on_row, stop_commands) -> tuple[list[dict], bool]:
+            rows: list[dict], total: int, on_row, stop_commands, timing: dict) -> tuple[list[dict], bool]:
+    """timing: filled here (the cluster's start, when the tasks were submitted) for triage/overhead.py."""
     if not todo:
         return rows, False
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -30,7 +34,10 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
         from diagnose.errors import BadInput
         raise BadInput(f"--workers {workers}: more than the {len(cards)} GPU(s) here; two tasks would share a card")
     settings = {**settings, "gpus": cards}
+    t0 = time.time()
     client, cluster = client_for(scheduler, workers or len(cards) or 2)
+    timing["cluster_s"] = time.time() - t0 if cluster is not None else None     # joined: not ours to time
+    timing["submitted_at"], timing["host"] = time.time(), os.uname().nodename
     futures = {submit(client, triage_one, item, settings): item for item in todo}
     stopped = False
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
@@ -64,7 +71,6 @@ def run_all(todo: list[dict], settings: dict, scheduler: str | None, workers: in
 def _as_they_end(ac):
     """Futures as they end, the main thread never blocked for long: Ctrl-C's signal often lands on one of Dask's
     threads, and a main thread waiting on a lock without a timeout would never see it."""
-    import time
     while not ac.is_empty():
         batch = ac.next_batch(block=False)
         if not batch:

@@ -8,6 +8,7 @@ import io
 from diagnose.triage.classes import order
 from diagnose.triage.rows import FIELDS
 
+COLUMNS = ("file", "status", "stage / phase", "line", "cause or reason", "fix", "wall", "gpu")
 STATUS_ORDER = ("timeout", "crash", "wrong", "at_risk", "refused", "inconclusive", "lost", "ok")
 
 
@@ -22,25 +23,25 @@ def _cell(v) -> str:
     return ("" if v is None else str(v)).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(rows: list[dict], total: int, title: str = "diagnose triage") -> str:
+def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost: str = "") -> str:
+    """cost: triage/overhead.py's sentence on what Dask added, if this triage ran any task."""
     c = counts(rows)
     head = [f"# {title}", "", f"{len(rows)} of {total} submission(s): " +
-            (", ".join(f"{n} {s}" for s, n in c.items()) or "none yet"), ""]
+            (", ".join(f"{n} {s}" for s, n in c.items()) or "none yet"), ""] + ([cost, ""] if cost else [])
     groups: dict[str, list[dict]] = {}
     for r in rows:
         groups.setdefault(r["class"] or "inconclusive", []).append(r)
     out = head
     for cls in sorted(groups, key=lambda k: (order(k), k)):
         rs = sorted(groups[cls], key=lambda r: r["file"])
-        out += [f"## {cls} ({len(rs)})", "", "| file | status | stage / phase | line | cause or reason | fix | wall |",
-                "| --- | --- | --- | --- | --- | --- | --- |"]
+        out += [f"## {cls} ({len(rs)})", "", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
         for r in rs:
             name = f"[{_cell(r['file'])}]({r['report']}/report.md)" if r.get("report") else _cell(r["file"])
             where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
             why = r.get("cause") or r.get("why") or ""
             wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""
             out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why[:160])} | "
-                       f"{_cell(r.get('fix'))} | {wall} |")
+                       f"{_cell(r.get('fix'))} | {wall} | {_cell(r.get('gpu'))} |")
         out.append("")
     return "\n".join(out)
 

@@ -13,7 +13,7 @@ from pathlib import Path
 from diagnose.triage.classes import cause_class
 
 FIELDS = ("file", "leaderboard", "problem", "status", "class", "stage", "phase", "line", "cause", "fix", "wall_s",
-          "report", "why", "key", "exit_code", "gpu", "host")
+          "report", "why", "key", "exit_code", "gpu", "host", "worker")
 VERDICTS = {"ok": "ok", "at_risk": "at_risk", "timeout": "timeout", "crash": "crash", "wrong": "wrong",
             "tampered": "crash"}
 _MARKUP = re.compile(r"\[/?[a-z ]*\]")

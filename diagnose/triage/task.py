@@ -41,22 +41,25 @@ def argv_for(file: str, report_dir: str, settings: dict) -> list[str]:
     return cmd
 
 
-def _worker_gpu(settings: dict) -> str | None:
-    gpus = settings.get("gpus") or []
-    if not gpus:
-        return None
+def _worker_name() -> str | None:
     try:
         from distributed import get_worker
-        name = str(get_worker().name)
-    except (ImportError, ValueError):
+        return str(get_worker().name)
+    except (ImportError, ValueError):     # not inside a Dask task (a direct call)
         return None
-    return gpus[int(name) % len(gpus)] if name.isdigit() else None
+
+
+def _worker_gpu(settings: dict, name: str | None) -> str | None:
+    gpus = settings.get("gpus") or []
+    return gpus[int(name) % len(gpus)] if gpus and name and name.isdigit() else None
 
 
 def triage_one(item: dict, settings: dict) -> dict:
     """item: {file, key, report_dir, shown}. The row, whatever the command did."""
+    began = time.time()
     env = dict(os.environ)
-    gpu = _worker_gpu(settings)
+    worker = _worker_name()
+    gpu = _worker_gpu(settings, worker)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     limit, t0, started = hard_limit(settings), time.monotonic(), time.time() - 1.0
@@ -74,8 +77,10 @@ def triage_one(item: dict, settings: dict) -> dict:
             pass
         out, err = proc.communicate()
     wall = time.monotonic() - t0
-    return row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
-                  gpu=gpu, host=os.uname().nodename, since=started)
+    row = row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
+                 gpu=gpu, host=os.uname().nodename, since=started)
+    row.update(worker=worker, started_at=began, ended_at=time.time())     # for triage/overhead.py
+    return row
 
 
 def report_exists(item: dict) -> bool:

@@ -5,6 +5,7 @@
 #
 #   bash tests/gpu/device_batch.sh PART...
 #   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
+#         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget 60 into reports/examples/NAME) | alone:NAME (its checks, in turn) |
 #         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
 #         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare)
 set -u
@@ -16,6 +17,11 @@ python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda",
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl 2>&1 | tail -2
   python3 -c 'import helion; print("helion", helion.__version__)' | tee -a "$R/gpu.txt"
+fi
+# Dask travels as wheels too (.whl-dask, made by tests/gpu/prepare_triage.sh): only what the image lacks is installed
+if ls .whl-dask/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --find-links .whl-dask "dask[distributed]" 2>&1 | tail -2
+  python3 -c 'import distributed; print("distributed", distributed.__version__)' | tee -a "$R/gpu.txt"
 fi
 pack() { tar czf "${OUT:-/tmp/out}/results.tgz" -C "$R/.." r; }
 example() {   # committed example reports: the command that makes each
@@ -67,6 +73,16 @@ for part in "$@"; do
     both:*) IFS=: read -r _ a b <<< "$part"     # two examples side by side (no timing of theirs is compared)
             for n in $a $b; do (timeout "${EX_TIMEOUT:-400}" python3 -m diagnose $(example "$n") --out "reports/examples/$n" > "$R/$n.txt" 2>&1; mkdir -p "$R/$n"; cp reports/examples/$n/session.json reports/examples/$n/report.md "$R/$n/" 2>/dev/null) & done
             wait; rc=$?; tail -4 "$R/$a.txt" "$R/$b.txt" ;;
+    triage:*) IFS=: read -r _ name gpus <<< "$part"     # tests/gpu/triage_set.txt triaged on these GPUs
+              timeout 590 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk --budget 60 \
+                --gpus "$gpus" --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+              rc=$?; mkdir -p "$R/$name"; cp -r reports/examples/$name/. "$R/$name/" 2>/dev/null; tail -3 "$R/$name.txt" ;;
+    alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
+             for f in $(cat tests/gpu/triage_set.txt); do
+               s=$(date +%s%N); timeout 590 python3 -m diagnose check "$f" --problems-root .problems/rk --budget 60 --quiet \
+                 --out "$R/alone-$name/$(basename "$f" .py)" > /dev/null 2>&1; c=$?
+               echo "$f exit=$c $(( ($(date +%s%N) - s) / 1000000 )) ms"
+             done | tee "$R/alone-$name.txt"; rc=0 ;;
     smoke:*) timeout 300 python3 "tests/gpu/${part#smoke:}.py" > "$R/smoke.txt" 2>&1; rc=$?; tail -20 "$R/smoke.txt" ;;
     home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
             rc=0; tail -1 "$R/home-${part#home:}.txt" ;;
