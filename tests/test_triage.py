@@ -165,6 +165,43 @@ def test_a_running_dask_scheduler_and_its_workers_take_the_tasks(tmp_path):
                 p.kill()
 
 
+_TWO_CARDS = """
+import json, sys
+from diagnose.cli import triage_loop
+from diagnose.runs import device
+device.visible_gpus = lambda: ["0", "1"]        # two cards made visible to the loop: this machine has none
+items = json.loads(sys.argv[1])
+rows, stopped = triage_loop.run_all(items, {"depth": "check", "budget": 30}, None, None, None, [], len(items),
+                                    lambda row, rows: None, lambda: 0, {})
+print(json.dumps({"rows": rows, "stopped": stopped}))
+"""
+
+
+def test_each_task_gets_its_workers_card_and_no_card_runs_two_tasks_at_once(tmp_path):
+    """The triage loop (in a process of its own, as the CLI runs it) with two cards: each submission's command
+    sees exactly its worker's card in CUDA_VISIBLE_DEVICES, as its crash message says, and the row records that
+    card; on each card the tasks ran one after another."""
+    items = []
+    for i in range(3):       # three on two cards: one card runs two, one after the other
+        f = tmp_path / f"sees_{i}.py"
+        f.write_text(f"import os\nSEEN = os.environ.get('CUDA_VISIBLE_DEVICES')  # {i}\n\n\ndef custom_kernel(data):\n"
+                     f"    raise RuntimeError(f'saw CUDA_VISIBLE_DEVICES={{SEEN}}')\n")
+        items.append({"file": str(f), "shown": f.name, "key": str(i), "report": f"r{i}",
+                      "report_dir": str(tmp_path / f"r{i}")})
+    res = subprocess.run([sys.executable, "-c", _TWO_CARDS, json.dumps(items)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=400, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert res.returncode == 0, res.stderr[-3000:]
+    got = json.loads(res.stdout.strip().splitlines()[-1])
+    rows = got["rows"]
+    assert not got["stopped"] and len(rows) == 3
+    for r in rows:
+        assert r["status"] == "crash" and f"saw CUDA_VISIBLE_DEVICES={r['gpu']}" in r["why"], r
+    assert {r["gpu"] for r in rows} == {"0", "1"}
+    for card in ("0", "1"):
+        spans = sorted((r["started_at"], r["ended_at"]) for r in rows if r["gpu"] == card)
+        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+
+
 def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):
     res = cli("triage", tmp_path / "missing", "--out", tmp_path / "o")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no such file or folder" in res.stderr
