@@ -300,10 +300,14 @@ def test_keep_leaves_the_run_directory(tmp_path):
     res = cli("run", FIXTURES / "healthy.py", "--probes", "none", "--stages", "test", "--keep", "--out", tmp_path)
     new = temp_dirs() - before
     # the keeper (which removes our temporary directories once we exit) polls every 0.1 s: long enough for it
-    # to have removed the run's directory, as it did before --keep marked it, however slowly the host runs it
+    # to have removed the run's directory, as it did before --keep renamed it, however slowly the host runs it
     time.sleep(2)
     try:
         assert res.returncode == 0 and len(new) == 1
+        # out of the keeper's pattern (diagnose-<pid>-*), and the session says where
+        assert os.path.basename(next(iter(new))).startswith("diagnose-kept-"), new
+        notes = json.loads((tmp_path / "session.json").read_text())["notes"]
+        assert f"run directories kept in {next(iter(new))}" in notes, notes
         # the run's container: its areas, and the tool's own files (the stage's files are removed after the
         # stage, as the harness removes them)
         box = next(iter(new)) + "/r0"

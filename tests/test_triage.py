@@ -77,19 +77,23 @@ def test_each_submission_gets_its_row_class_and_report(triaged):
 
 
 def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
-    """Pure: a worker's wait before its first task and between tasks, and each task's wrapping; never the idle
-    tail of a worker with nothing left, and never a first wait measured on another host's clock."""
+    """Pure: a worker's wait before its first task and between tasks, and each task's wrapping (from the command's
+    unrounded seconds); never the idle tail of a worker with nothing left, never a first wait or a span measured
+    on another host's clock."""
     from diagnose.triage.overhead import describe, measure
-    rows = [dict(host="h", worker="0", started_at=100.5, ended_at=150.5, wall_s=49.9),
-            dict(host="h", worker="0", started_at=151.5, ended_at=160.0, wall_s=8.5),
-            dict(host="h", worker="1", started_at=100.5, ended_at=110.0, wall_s=9.5),
-            dict(host="far", worker="w", started_at=5.0, ended_at=7.0, wall_s=2.0)]
-    m = measure(rows, {"cluster_s": 3.0, "submitted_at": 100.0, "host": "h"})
-    assert m["between"] == [1.0] and m["first_s"] == 0.5 and m["workers"] == 3
-    assert abs(m["per_task_s"] - (0.5 + 0.5 + 1.0 + 0.1) / 4) < 1e-9
+    rows = [dict(host="h", worker="0", started_at=100.5, ended_at=150.5, wall_s=49.9, command_s=49.94),
+            dict(host="h", worker="0", started_at=151.5, ended_at=160.0, wall_s=8.5, command_s=8.5),
+            dict(host="h", worker="1", started_at=100.5, ended_at=110.0, wall_s=9.5, command_s=9.5)]
+    timing = {"cluster_s": 3.0, "submitted_at": 100.0, "host": "h"}
+    m = measure(rows, timing)
+    assert m["between"] == [1.0] and m["first_s"] == 0.5 and m["workers"] == 2 and m["span_s"] == 60.0
+    assert abs(m["per_task_s"] - (0.5 + 0.5 + 1.0 + 0.06) / 3) < 1e-9
     text = describe(m)
-    assert text.startswith("Dask's own overhead: 525 ms per task (4 task(s) on 3 worker(s); cluster up in 3.0 s")
-    assert "waited 1000 ms between tasks" in text
+    assert text.startswith("Dask's own overhead: 687 ms per task (3 task(s) on 2 worker(s); first task started "
+                           "500 ms after submission; a worker waited 1.0 s between tasks"), text
+    assert "The cluster took 3.0 s to start (not counted above)." in text and "running a command 57% of it" in text
+    far = measure(rows + [dict(host="far", worker="w", started_at=5.0, ended_at=7.0, wall_s=2.0)], timing)
+    assert far["span_s"] is None and far["first_s"] == 0.5 and "running a command" not in describe(far)
     assert measure([dict(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
 
 

@@ -41,6 +41,8 @@ FILES = [FIXTURES / "gpu" / "sees_one_gpu.py", EXAMPLES / "baseline.py", FIXTURE
 
 
 def test_each_task_sees_one_card_and_no_card_is_shared(tmp_path):
+    """On one card, sees_one_gpu.py passes pinned or not: only two cards or more make it a test of the pinning
+    (the CPU suite tests it with two cards made visible: test_triage.py)."""
     rows = _triage(tmp_path, "all", FILES)
     assert rows["sees_one_gpu.py"]["status"] == "ok", rows["sees_one_gpu.py"]
     assert rows["illegal_access.py"]["status"] == "crash" and rows["raises.py"]["status"] == "crash", rows

@@ -5,7 +5,8 @@ Dask's own overhead per task is the time a worker held no command while tasks we
 submission to its first task, and between one task's end and its next task's start. A worker idle after its last
 task is not counted (nothing was left to give it), nor is the cluster's start, which is stated on its own. The
 task's own wrapping (starting the command's process, reading its session into a row) is the task's time less
-the command's wall.
+the command's own seconds. The span from submission to the last end is given only where every task ran on this
+host: another host's clock is not this one's.
 """
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from statistics import median
 
 
 def _ms(s: float) -> str:
-    return f"{s * 1000:.0f} ms" if s < 10 else f"{s:.1f} s"
+    return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
+
+
+def _command_s(r: dict) -> float | None:
+    v = r.get("command_s", r.get("wall_s"))
+    return v if isinstance(v, (int, float)) else None
 
 
 def measure(rows: list[dict], timing: dict) -> dict | None:
@@ -31,10 +37,11 @@ def measure(rows: list[dict], timing: dict) -> dict | None:
         if tasks[0].get("host") == timing.get("host") and timing.get("submitted_at"):
             firsts.append(max(0.0, tasks[0]["started_at"] - timing["submitted_at"]))   # one clock: this host's
         waits += [max(0.0, b["started_at"] - a["ended_at"]) for a, b in zip(tasks, tasks[1:])]
-    wraps = [max(0.0, (r["ended_at"] - r["started_at"]) - r["wall_s"]) for r in ran
-             if isinstance(r.get("wall_s"), (int, float))]
-    commands = sum(r["wall_s"] for r in ran if isinstance(r.get("wall_s"), (int, float)))
-    span = max(r["ended_at"] for r in ran) - (timing.get("submitted_at") or min(r["started_at"] for r in ran))
+    wraps = [max(0.0, (r["ended_at"] - r["started_at"]) - _command_s(r)) for r in ran if _command_s(r) is not None]
+    commands = sum(_command_s(r) or 0.0 for r in ran)
+    # the span from submission to the last end needs one clock: only where every task ran on this host
+    one_clock = timing.get("submitted_at") and all(r.get("host") == timing.get("host") for r in ran)
+    span = max(r["ended_at"] for r in ran) - timing["submitted_at"] if one_clock else None
     return {"tasks": len(ran), "workers": len(by_worker), "cluster_s": timing.get("cluster_s"),
             "first_s": max(firsts) if firsts else None, "between": waits, "wrap": wraps,
             "per_task_s": (sum(waits) + sum(firsts) + sum(wraps)) / len(ran), "commands_s": commands,
@@ -46,8 +53,6 @@ def describe(m: dict | None) -> str:
     if not m:
         return ""
     parts = [f"{m['tasks']} task(s) on {m['workers']} worker(s)"]
-    if m.get("cluster_s") is not None:
-        parts.append(f"cluster up in {m['cluster_s']:.1f} s")
     if m.get("first_s") is not None:
         parts.append(f"first task started {_ms(m['first_s'])} after submission")
     if m["between"]:
@@ -55,8 +60,12 @@ def describe(m: dict | None) -> str:
                      f"{_ms(max(m['between']))})")
     if m["wrap"]:
         parts.append(f"each task's wrapping took {_ms(median(m['wrap']))} (median)")
-    busy = m["commands_s"] / (m["span_s"] * m["workers"]) if m["span_s"] > 0 else None
-    tail = (f". The commands ran {m['commands_s']:.0f} s in all; from submission to the last end took "
-            f"{m['span_s']:.0f} s, with the workers running a command {busy:.0%} of it (the rest: the overhead "
-            f"above, and workers with no task left while others ran)" if busy else "")
-    return (f"Dask's own overhead: {_ms(m['per_task_s'])} per task ({'; '.join(parts)}){tail}.")
+    busy = m["commands_s"] / (m["span_s"] * m["workers"]) if m["span_s"] else None
+    out = [f"Dask's own overhead: {_ms(m['per_task_s'])} per task ({'; '.join(parts)})."]
+    if m.get("cluster_s") is not None:
+        out.append(f"The cluster took {m['cluster_s']:.1f} s to start (not counted above).")
+    if busy:
+        out.append(f"The commands ran {m['commands_s']:.0f} s in all; from submission to the last end took "
+                   f"{m['span_s']:.0f} s, with the workers running a command {busy:.0%} of it (the rest: the "
+                   f"overhead above, and workers with no task left while others ran).")
+    return " ".join(out)

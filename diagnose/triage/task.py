@@ -79,7 +79,8 @@ def triage_one(item: dict, settings: dict) -> dict:
     wall = time.monotonic() - t0
     row = row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
                  gpu=gpu, host=os.uname().nodename, since=started)
-    row.update(worker=worker, started_at=began, ended_at=time.time())     # for triage/overhead.py
+    # for triage/overhead.py: the command's own seconds unrounded (wall_s is to 0.1 s, coarser than the wrapping)
+    row.update(worker=worker, started_at=began, ended_at=time.time(), command_s=wall)
     return row
 
 

@@ -74,15 +74,18 @@ for part in "$@"; do
             for n in $a $b; do (timeout "${EX_TIMEOUT:-400}" python3 -m diagnose $(example "$n") --out "reports/examples/$n" > "$R/$n.txt" 2>&1; mkdir -p "$R/$n"; cp reports/examples/$n/session.json reports/examples/$n/report.md "$R/$n/" 2>/dev/null) & done
             wait; rc=$?; tail -4 "$R/$a.txt" "$R/$b.txt" ;;
     triage:*) IFS=: read -r _ name gpus <<< "$part"     # tests/gpu/triage_set.txt triaged on these GPUs
-              timeout 590 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk --budget 60 \
-                --gpus "$gpus" --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+              # 480 s, inside a call's 600 s with the setup: what it wrote is copied back either way
+              timeout 480 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
+                --budget 60 ${gpus:+--gpus "$gpus"} --out "reports/examples/$name" > "$R/$name.txt" 2>&1
               rc=$?; mkdir -p "$R/$name"; cp -r reports/examples/$name/. "$R/$name/" 2>/dev/null; tail -3 "$R/$name.txt" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
+             end=$(( $(date +%s) + 480 )); rc=0
              for f in $(cat tests/gpu/triage_set.txt); do
-               s=$(date +%s%N); timeout 590 python3 -m diagnose check "$f" --problems-root .problems/rk --budget 60 --quiet \
-                 --out "$R/alone-$name/$(basename "$f" .py)" > /dev/null 2>&1; c=$?
-               echo "$f exit=$c $(( ($(date +%s%N) - s) / 1000000 )) ms"
-             done | tee "$R/alone-$name.txt"; rc=0 ;;
+               left=$(( end - $(date +%s) )); if [ "$left" -le 0 ]; then echo "$f not run: out of time"; rc=124; continue; fi
+               s=$(date +%s%N); timeout "$left" python3 -m diagnose check "$f" --problems-root .problems/rk --budget 60 \
+                 --quiet --out "$R/alone-$name/$(basename "$f" .py)" > /dev/null 2>&1; c=$?
+               echo "$f exit=$c $(( ($(date +%s%N) - s) / 1000000 )) ms"; [ "$c" -eq 124 ] && rc=124
+             done | tee "$R/alone-$name.txt"; grep -q "exit=124\|out of time" "$R/alone-$name.txt" && rc=124 ;;
     smoke:*) timeout 300 python3 "tests/gpu/${part#smoke:}.py" > "$R/smoke.txt" 2>&1; rc=$?; tail -20 "$R/smoke.txt" ;;
     home:*) (find "$HOME/.cache/torch_extensions" -type f -exec md5sum {} + 2>/dev/null | sort -k2; echo "files: $(find "$HOME/.cache/torch_extensions" -type f 2>/dev/null | wc -l)") > "$R/home-${part#home:}.txt"
             rc=0; tail -1 "$R/home-${part#home:}.txt" ;;

@@ -21,9 +21,11 @@ from diagnose.runs.protocol import MARKER_ENV as MARKER
 # A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the
 # worker that would may already be gone; so a keeper outside every run's process group and session
 # continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and
-# the keeper removes our temporary directories (TMP_PREFIX + our pid), except those --keep left, then leaves.
+# the keeper removes our temporary directories (TMP_PREFIX + our pid), then leaves.
 TMP_PREFIX = "diagnose-"
-KEPT = "KEPT"       # a file in a temporary directory that --keep leaves: the keeper removes every other one
+# What --keep leaves is renamed out of the keeper's pattern (TMP_PREFIX + our pid): a mark inside the directory
+# would be a file the submission could write too, and so outlive its run's cleanup.
+KEPT_PREFIX = "diagnose-kept-"
 KEEPER_TAG = "diagnose-keeper"     # in its command line: it lives as long as the process that started it
 
 
@@ -39,8 +41,7 @@ while os.getppid() == p:
         break
     time.sleep(0.1)
 for _ in range(3):
-    left = [d for d in glob.glob(os.path.join(tmp, sys.argv[2] + str(p) + "-*"))
-            if not os.path.exists(os.path.join(d, sys.argv[5]))]
+    left = glob.glob(os.path.join(tmp, sys.argv[2] + str(p) + "-*"))
     if not left:
         break
     for d in left:
@@ -62,7 +63,7 @@ def ensure_keeper() -> None:
             # our temporary root, as we see it: the keeper's own tempfile.gettempdir() would first probe it
             # with a file of a random name, which a listing of TMPDIR at our exit saw (a test's flake)
             _keeper = subprocess.Popen([sys.executable, "-S", "-c", _KEEPER_SRC, str(os.getpid()), TMP_PREFIX,
-                                        tempfile.gettempdir(), KEEPER_TAG, KEPT],
+                                        tempfile.gettempdir(), KEEPER_TAG],
                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                        stderr=subprocess.DEVNULL, start_new_session=True)
         except OSError:

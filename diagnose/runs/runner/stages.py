@@ -29,7 +29,7 @@ from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.container import Container, changed, group_of
 from diagnose.runs.runner.child import Limits, describe_process
 from diagnose.runs.runner.isolate import python_argv, run_child
-from diagnose.runs.runner.process_tree import KEPT, TMP_PREFIX
+from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run, StageResult
@@ -129,9 +129,13 @@ class StageRunner:
         for run_id in list(self._lingering):
             self._end_lingering(run_id)
         if self.settings.keep:
-            # marked, or the keeper would remove it as soon as we exit
-            (self._tmp / KEPT).write_text("left by --keep: remove this directory when done with it\n")
-            return str(self._tmp)
+            # out of the keeper's pattern, or it would remove the directory as soon as we exit
+            kept = self._tmp.with_name(KEPT_PREFIX + self._tmp.name[len(TMP_PREFIX):])
+            try:
+                self._tmp.rename(kept)
+            except OSError:
+                return str(self._tmp)
+            return str(kept)
         shutil.rmtree(self._tmp, ignore_errors=True)
         return None
 
