@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Run here, before a GPU call that triages: what that machine lacks, put where a call carries it (.problems/ and
-# .whl-dask/ are ignored paths: name them in the call's carry).
+# Run on a machine with network, before triaging on a GPU machine without one: what that machine lacks, in two
+# folders git ignores (.problems/ and .whl-dask/), to copy there with the working tree.
 #   bash tests/gpu/prepare_triage.sh REFERENCE_KERNELS_CHECKOUT
 # - .problems/rk: the checkout's problems/ (the folders and their eval.py, the leaderboards' yaml)
 # - .problems/triage/: reference-kernels' own solutions, each with the #!POPCORN header a submitter adds, so one
