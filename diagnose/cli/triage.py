@@ -124,7 +124,8 @@ def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, 
         rows, stopped = run_all(todo, settings, scheduler, workers, gpus, list(keep.values()), len(items),
                                 lambda row, rows: (_append(root, row), _tables(root, rows, len(items), cost(rows))),
                                 _stop_commands, timing)
-        _tables(root, rows, len(items), cost(rows))
+        said = cost(rows)
+        _tables(root, rows, len(items), said)
         from diagnose.output.triage import counts
         summary = ", ".join(f"{n} {s}" for s, n in counts(rows).items())
         if stopped:
@@ -133,8 +134,8 @@ def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, 
             return 130
         out.print(f"triage: {len(rows)} of {len(items)} done in {time.monotonic() - t0:.0f} s ({summary}); "
                   f"{root / MD}")
-        if cost(rows):
-            out.print(cost(rows))
+        if said:
+            out.print(said)
         return 0 if all(r["status"] == "ok" for r in rows) else 1
     finally:
         holder.close()

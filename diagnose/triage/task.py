@@ -13,7 +13,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 from diagnose.triage.rows import row_of
 
@@ -62,7 +61,7 @@ def triage_one(item: dict, settings: dict) -> dict:
     gpu = _worker_gpu(settings, worker)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    limit, t0, started = hard_limit(settings), time.monotonic(), time.time() - 1.0
+    limit, t0 = hard_limit(settings), time.monotonic()
     proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", env=env,
                             start_new_session=True)
@@ -78,11 +77,7 @@ def triage_one(item: dict, settings: dict) -> dict:
         out, err = proc.communicate()
     wall = time.monotonic() - t0
     row = row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
-                 gpu=gpu, host=os.uname().nodename, since=started)
+                 gpu=gpu, host=os.uname().nodename, since=began - 1.0)   # 1 s: a coarse mtime is still this one's
     # for triage/overhead.py: the command's own seconds unrounded (wall_s is to 0.1 s, coarser than the wrapping)
     row.update(worker=worker, started_at=began, ended_at=time.time(), command_s=wall)
     return row
-
-
-def report_exists(item: dict) -> bool:
-    return (Path(item["report_dir"]) / "session.json").is_file()
