@@ -215,3 +215,24 @@ def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):
     r = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert r.returncode == 0 and "--scheduler" in r.stdout, r.stdout + r.stderr
+
+
+def test_a_pinned_process_names_only_its_own_cards(monkeypatch, tmp_path):
+    """The report's 'this machine has' under a triage worker: the cards CUDA_VISIBLE_DEVICES leaves it, not every
+    card of the host (an H100 pair's tasks each listed both)."""
+    import glob
+
+    from diagnose.runs import device
+    infos = []
+    for i, model in enumerate(["NVIDIA H100 80GB HBM3", "NVIDIA H200"]):
+        f = tmp_path / f"{i}" / "information"
+        f.parent.mkdir()
+        f.write_text(f"Model: \t {model}\nIRQ: 1\n")
+        infos.append(str(f))
+    monkeypatch.setattr(glob, "glob", lambda pattern: infos)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    assert device.gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "1")
+    assert device.gpu_names() == ["NVIDIA H200"]
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5d1c")      # a UUID: no index to pick by, so every card
+    assert device.gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]

@@ -51,4 +51,9 @@ def gpu_names() -> list[str]:
                 out += [line.split(":", 1)[1].strip() for line in fh if line.startswith("Model:")]
         except OSError:
             pass
+    # A process pinned to some cards (a triage task) has those cards, not the machine's: CUDA_VISIBLE_DEVICES by
+    # index picks from the driver's list (by bus; CUDA's own order is fastest first, the same for one model)
+    vis = [x.strip() for x in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if x.strip()]
+    if vis and all(x.isdigit() and int(x) < len(out) for x in vis):
+        return [out[int(x)] for x in vis]
     return out

@@ -5,7 +5,7 @@
 #
 #   bash tests/gpu/device_batch.sh PART...
 #   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
-#         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget 60 into reports/examples/NAME) | alone:NAME (its checks, in turn) |
+#         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget $TRIAGE_BUDGET, default 60, into reports/examples/NAME) | alone:NAME (its checks, in turn) |
 #         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
 #         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare)
 set -u
@@ -76,13 +76,13 @@ for part in "$@"; do
     triage:*) IFS=: read -r _ name gpus <<< "$part"     # tests/gpu/triage_set.txt triaged on these GPUs
               # 480 s, inside a call's 600 s with the setup: what it wrote is copied back either way
               timeout 480 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
-                --budget 60 ${gpus:+--gpus "$gpus"} --out "reports/examples/$name" > "$R/$name.txt" 2>&1
+                --budget "${TRIAGE_BUDGET:-60}" ${gpus:+--gpus "$gpus"} --out "reports/examples/$name" > "$R/$name.txt" 2>&1
               rc=$?; mkdir -p "$R/$name"; cp -r reports/examples/$name/. "$R/$name/" 2>/dev/null; tail -3 "$R/$name.txt" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
              end=$(( $(date +%s) + 480 )); rc=0
              for f in $(cat tests/gpu/triage_set.txt); do
                left=$(( end - $(date +%s) )); if [ "$left" -le 0 ]; then echo "$f not run: out of time"; rc=124; continue; fi
-               s=$(date +%s%N); timeout "$left" python3 -m diagnose check "$f" --problems-root .problems/rk --budget 60 \
+               s=$(date +%s%N); timeout "$left" python3 -m diagnose check "$f" --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-60}" \
                  --quiet --out "$R/alone-$name/$(basename "$f" .py)" > /dev/null 2>&1; c=$?
                echo "$f exit=$c $(( ($(date +%s%N) - s) / 1000000 )) ms"; [ "$c" -eq 124 ] && rc=124
              done | tee "$R/alone-$name.txt"; grep -q "exit=124\|out of time" "$R/alone-$name.txt" && rc=124 ;;
