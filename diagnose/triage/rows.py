@@ -45,7 +45,8 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
         v = s.get("verdict") or {}
         site = v.get("site") or {}
         top = (s.get("causes") or [None])[0] or {}
-        row.update(leaderboard=((s.get("harness") or {}).get("target") or {}).get("leaderboard"), problem=(s.get("task") or {}).get("name"),
+        target = (s.get("harness") or {}).get("target") or {}
+        row.update(leaderboard=target.get("leaderboard"), problem=(s.get("task") or {}).get("name"),
                    stage=v.get("stage"), phase=v.get("phase"), line=site.get("line"),
                    cause=_first_sentence(top.get("narrative") or ""), fix=(s.get("fix") or {}).get("toggle"))
         row["status"] = VERDICTS.get(v.get("status"), "inconclusive")
