@@ -46,7 +46,9 @@ def triaged(tmp_path_factory):
     tmp = root / "tmp"
     tmp.mkdir()
     t0 = time.monotonic()
-    res = cli("triage", subs, "--out", out, "--budget", "45", "--workers", "2", env={"TMPDIR": str(tmp)})
+    # named as a user in that folder would: each report then names its files relative to it
+    res = cli("triage", "subs", "--out", "out", "--budget", "45", "--workers", "2", env={"TMPDIR": str(tmp)},
+              cwd=root)
     return res, subs, out, time.monotonic() - t0, tmp
 
 
@@ -64,6 +66,8 @@ def test_each_submission_gets_its_row_class_and_report(triaged):
     for name, r in rows.items():
         if r["report"]:
             assert (out / r["report"] / "report.md").is_file() and (out / r["report"] / "session.json").is_file()
+            report = (out / r["report"] / "report.md").read_text()
+            assert str(out.parent) not in report and f"check subs/{name} --out out/{r['report']}" in report, report
     md = (out / "triage.md").read_text()
     assert "5 of 5 submission(s): 2 timeout, 1 crash, 1 refused, 1 ok" in md, md
     assert "## first call" in md and "## refusal (1)" in md and "(reports/healthy-" in md
@@ -101,6 +105,7 @@ def test_a_second_triage_reruns_nothing_that_finished(triaged):
     _, subs, out, first, tmp = triaged
     before = (out / "triage.jsonl").read_text()
     t0 = time.monotonic()
+    # named in full this time, from elsewhere: the same submissions and settings, so the same keys
     res = cli("triage", subs, "--out", out, "--budget", "45", "--workers", "2", env={"TMPDIR": str(tmp)})
     again = time.monotonic() - t0
     assert res.returncode == 1 and "5 already done" in res.stdout and "0 to check" in res.stdout, res.stdout

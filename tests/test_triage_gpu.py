@@ -44,7 +44,10 @@ def test_each_task_sees_one_card_and_no_card_is_shared(tmp_path):
     """On one card, sees_one_gpu.py passes pinned or not: only two cards or more make it a test of the pinning
     (the CPU suite tests it with two cards made visible: test_triage.py)."""
     rows = _triage(tmp_path, "all", FILES)
-    assert rows["sees_one_gpu.py"]["status"] == "ok", rows["sees_one_gpu.py"]
+    # it raises at import unless it sees one card; past import, a 5-repeat benchmark sample may leave check
+    # inconclusive (an H100 pair gave ok once and inconclusive once at the same budget)
+    seen = rows["sees_one_gpu.py"]
+    assert seen["status"] in ("ok", "at_risk", "inconclusive") and seen["stage"] != "test", seen
     assert rows["illegal_access.py"]["status"] == "crash" and rows["raises.py"]["status"] == "crash", rows
     _no_card_shared(rows)
 
@@ -53,8 +56,11 @@ def test_each_task_sees_one_card_and_no_card_is_shared(tmp_path):
 def test_two_cards_give_the_rows_of_one(tmp_path):
     one = _triage(tmp_path, "one", FILES, "--gpus", "0")
     two = _triage(tmp_path, "two", FILES, "--gpus", "0,1")
-    same = ("status", "class", "stage", "phase", "line", "fix")
+    same = ("status", "class", "line", "fix")
     assert {n: tuple(r[k] for k in same) for n, r in one.items()} == {n: tuple(r[k] for k in same)
                                                                       for n, r in two.items()}
+    for n, r in one.items():      # where a check could not say, its sample decides the stage, not the card
+        if r["status"] != "inconclusive":
+            assert (r["stage"], r["phase"]) == (two[n]["stage"], two[n]["phase"]), n
     assert {r["gpu"] for r in two.values()} == {"0", "1"} and {r["gpu"] for r in one.values()} == {"0"}
     _no_card_shared(two)

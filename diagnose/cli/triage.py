@@ -44,7 +44,7 @@ def _items(paths: list[Path], settings: dict, root: Path) -> list[dict]:
         key = key_of(p, settings)
         rel = f"reports/{p.stem[:40]}-{key[:10]}"
         items.append({"file": str(p.resolve()), "shown": str(p), "key": key, "report": rel,
-                      "report_dir": str((root / rel).resolve())})
+                      "report_dir": str((root / rel).resolve()), "cwd": os.getcwd()})
     return items
 
 

@@ -46,8 +46,10 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
         site = v.get("site") or {}
         top = (s.get("causes") or [None])[0] or {}
         target = (s.get("harness") or {}).get("target") or {}
+        # the line is the top cause's (where the time went, where a wrong value came from), else where the verdict
+        # stopped: a deadline that lands in the harness's own step (cloning inputs) stops in no line of the file
         row.update(leaderboard=target.get("leaderboard"), problem=(s.get("task") or {}).get("name"),
-                   stage=v.get("stage"), phase=v.get("phase"), line=site.get("line"),
+                   stage=v.get("stage"), phase=v.get("phase"), line=(top.get("site") or site).get("line"),
                    cause=_first_sentence(top.get("narrative") or ""), fix=(s.get("fix") or {}).get("toggle"))
         row["status"] = VERDICTS.get(v.get("status"), "inconclusive")
         if row["status"] == "inconclusive":

@@ -29,12 +29,23 @@ def hard_limit(settings: dict) -> float:
     return limit * (RUN_FACTOR if settings.get("depth") == "run" else 1)
 
 
-def argv_for(file: str, report_dir: str, settings: dict) -> list[str]:
-    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", file, "--out", report_dir, "--quiet"]
+def _given(path: str, cwd: str | None) -> str:
+    """A path as the command is given it: relative to the triage's folder where it lies below it, so a report
+    (its Reproduce line, the submission's name) shows no machine's layout; else whole."""
+    if cwd is None:
+        return path
+    rel = os.path.relpath(path, cwd)
+    return path if rel.startswith("..") else rel
+
+
+def argv_for(file: str, report_dir: str, settings: dict, cwd: str | None = None) -> list[str]:
+    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", _given(file, cwd),
+           "--out", _given(report_dir, cwd), "--quiet"]
     for flag, key in (("--problem", "problem"), ("--problems-root", "problems_root"), ("--budget", "budget"),
                       ("--compile-budget", "compile_budget"), ("--task", "task")):
         if settings.get(key) is not None:
-            cmd += [flag, str(settings[key])]
+            value = str(settings[key])
+            cmd += [flag, _given(value, cwd) if key.startswith("problem") else value]
     if settings.get("small") is not None:
         cmd.append("--small" if settings["small"] else "--full-shapes")
     return cmd
@@ -54,7 +65,7 @@ def _worker_gpu(settings: dict, name: str | None) -> str | None:
 
 
 def triage_one(item: dict, settings: dict) -> dict:
-    """item: {file, key, report_dir, shown}. The row, whatever the command did."""
+    """item: {file, key, report_dir, shown, cwd}. The row, whatever the command did."""
     began = time.time()
     env = dict(os.environ)
     worker = _worker_name()
@@ -62,8 +73,10 @@ def triage_one(item: dict, settings: dict) -> dict:
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
     limit, t0 = hard_limit(settings), time.monotonic()
-    proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, errors="replace", env=env,
+    # the triage's own folder where this worker has it (a remote worker may not): the paths are then relative
+    cwd = item.get("cwd") if item.get("cwd") and os.path.isdir(item["cwd"]) else None
+    proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings, cwd), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=cwd,
                             start_new_session=True)
     killed = False
     try:
