@@ -241,3 +241,25 @@ def test_a_pinned_process_names_only_its_own_cards(monkeypatch, tmp_path):
     assert device.gpu_names() == ["NVIDIA H200"]
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "GPU-5d1c")      # a UUID: no index to pick by, so every card
     assert device.gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
+
+
+def test_a_command_gets_its_paths_as_the_user_gave_them_from_the_triage_folder(tmp_path):
+    """Red-team cases: a name starting with '-' read as an option (exit 2, rerun on every resume); '..dots.py',
+    inside the folder, taken for a parent; a symlink passed by its target's whole path; '../out' made whole."""
+    from diagnose.triage.task import argv_for
+    cwd = str(tmp_path)
+    settings = {"depth": "check", "budget": 30, "problems_root": str(tmp_path / "pr")}
+
+    def argv(file: str, out: str, cwd=cwd, **given) -> list[str]:
+        item = {"file": os.path.join(cwd or str(tmp_path), file), "report_dir": str(tmp_path / "o" / "r"),
+                "given": {"file": file, "out": out, **given}}
+        return argv_for(item, settings, cwd)[3:]
+    assert argv("-dash.py", "o/r")[:4] == ["check", "./-dash.py", "--out", "o/r"]
+    assert argv(str(tmp_path / "..dots.py"), "o/r")[1] == "..dots.py"          # below the folder: relative
+    assert argv("lnk.py", "../out/r")[1:4] == ["lnk.py", "--out", "../out/r"]   # as named, not resolved
+    assert argv("a.py", "o/r", problems_root="pr")[-4:] == ["--problems-root", "pr", "--budget", "30"]
+    assert argv("/elsewhere/a.py", "o/r")[1] == "/elsewhere/a.py"              # given whole, outside: whole
+    # a worker without the folder: whole paths, and the problem folder as resolved
+    whole = argv("a.py", "o/r", cwd=None, problems_root="pr")
+    assert whole[1] == str(tmp_path / "a.py") and whole[3] == str(tmp_path / "o" / "r")
+    assert whole[whole.index("--problems-root") + 1] == str(tmp_path / "pr")

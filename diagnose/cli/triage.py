@@ -37,14 +37,18 @@ def _settings(o: dict) -> dict:
     return {k: o.get(k) for k in ("depth", "problem", "problems_root", "budget", "compile_budget", "small", "task")}
 
 
-def _items(paths: list[Path], settings: dict, root: Path) -> list[dict]:
+def _items(paths: list[Path], settings: dict, root: Path, given: dict) -> list[dict]:
+    """given: --out and the problem folders as the user named them. Each command is given its paths in that
+    form, from this folder (task.py), so its report names them as the user did; whole paths where it runs
+    elsewhere."""
     from diagnose.triage.inputs import expand, key_of
     items = []
     for p in expand(paths):
         key = key_of(p, settings)
         rel = f"reports/{p.stem[:40]}-{key[:10]}"
-        items.append({"file": str(p.resolve()), "shown": str(p), "key": key, "report": rel,
-                      "report_dir": str((root / rel).resolve()), "cwd": os.getcwd()})
+        items.append({"file": os.path.abspath(p), "shown": str(p), "key": key, "report": rel,
+                      "report_dir": str((root / rel).resolve()), "cwd": os.getcwd(),
+                      "given": {**given, "file": str(p), "out": str(Path(given["out"]) / rel)}})
     return items
 
 
@@ -104,11 +108,12 @@ def _cmd(p) -> list[str]:
 def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, workers: int | None,
            gpus: str | None) -> int:
     from diagnose.cli.triage_loop import run_all
+    given = {k: str(opts[k]) for k in ("problem", "problems_root") if opts.get(k) is not None}
     settings = _settings(dict(opts))
     holder = OutDir(out_dir, "--out")
     try:
         root = holder.path
-        items = _items(paths, settings, root)
+        items = _items(paths, settings, root, {**given, "out": str(out_dir)})
         done = _done(root)
         keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not _rerun(done[i["key"]])}
         todo = [i for i in items if i["key"] not in keep]

@@ -29,23 +29,30 @@ def hard_limit(settings: dict) -> float:
     return limit * (RUN_FACTOR if settings.get("depth") == "run" else 1)
 
 
-def _given(path: str, cwd: str | None) -> str:
-    """A path as the command is given it: relative to the triage's folder where it lies below it, so a report
-    (its Reproduce line, the submission's name) shows no machine's layout; else whole."""
-    if cwd is None:
-        return path
-    rel = os.path.relpath(path, cwd)
-    return path if rel.startswith("..") else rel
+def _as_given(path: str, cwd: str) -> str:
+    """A path the user gave, for a command that runs in the triage's folder: whole paths below it become relative
+    (a report then names no machine's layout); a name that starts with '-' gets './', or it reads as an option."""
+    if os.path.isabs(path):
+        rel = os.path.relpath(path, cwd)
+        path = path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+    return "./" + path if path.startswith("-") else path
 
 
-def argv_for(file: str, report_dir: str, settings: dict, cwd: str | None = None) -> list[str]:
-    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", _given(file, cwd),
-           "--out", _given(report_dir, cwd), "--quiet"]
+def argv_for(item: dict, settings: dict, cwd: str | None = None) -> list[str]:
+    """In the triage's folder (cwd), the paths as the user gave them; elsewhere (a remote worker without that
+    folder), whole ones."""
+    given = item.get("given") or {}
+    where = dict(file=item["file"], out=item["report_dir"], problem=settings.get("problem"),
+                 problems_root=settings.get("problems_root"))
+    if cwd is not None:
+        where.update({k: _as_given(given[k], cwd) for k in where if given.get(k)})
+    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", where["file"],
+           "--out", where["out"], "--quiet"]
     for flag, key in (("--problem", "problem"), ("--problems-root", "problems_root"), ("--budget", "budget"),
                       ("--compile-budget", "compile_budget"), ("--task", "task")):
-        if settings.get(key) is not None:
-            value = str(settings[key])
-            cmd += [flag, _given(value, cwd) if key.startswith("problem") else value]
+        value = where.get(key, settings.get(key))
+        if value is not None:
+            cmd += [flag, str(value)]
     if settings.get("small") is not None:
         cmd.append("--small" if settings["small"] else "--full-shapes")
     return cmd
@@ -65,7 +72,7 @@ def _worker_gpu(settings: dict, name: str | None) -> str | None:
 
 
 def triage_one(item: dict, settings: dict) -> dict:
-    """item: {file, key, report_dir, shown, cwd}. The row, whatever the command did."""
+    """item: {file, key, report_dir, shown, cwd, given}. The row, whatever the command did."""
     began = time.time()
     env = dict(os.environ)
     worker = _worker_name()
@@ -75,7 +82,7 @@ def triage_one(item: dict, settings: dict) -> dict:
     limit, t0 = hard_limit(settings), time.monotonic()
     # the triage's own folder where this worker has it (a remote worker may not): the paths are then relative
     cwd = item.get("cwd") if item.get("cwd") and os.path.isdir(item["cwd"]) else None
-    proc = subprocess.Popen(argv_for(item["file"], item["report_dir"], settings, cwd), stdout=subprocess.PIPE,
+    proc = subprocess.Popen(argv_for(item, settings, cwd), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=cwd,
                             start_new_session=True)
     killed = False
