@@ -263,3 +263,13 @@ def test_a_command_gets_its_paths_as_the_user_gave_them_from_the_triage_folder(t
     whole = argv("a.py", "o/r", cwd=None, problems_root="pr")
     assert whole[1] == str(tmp_path / "a.py") and whole[3] == str(tmp_path / "o" / "r")
     assert whole[whole.index("--problems-root") + 1] == str(tmp_path / "pr")
+
+
+def test_a_report_link_with_a_space_is_still_a_link():
+    from diagnose.output.triage import markdown
+    from diagnose.triage.rows import FIELDS
+    row = {**dict.fromkeys(FIELDS), "file": "sub dir/healthy one.py", "status": "ok", "class": "passed",
+           "report": "reports/healthy one-951f450711", "wall_s": 12.0}
+    assert "[sub dir/healthy one.py](<reports/healthy one-951f450711/report.md>)" in markdown([row], 1)
+    row.update(file="healthy.py", report="reports/healthy-951f450711")
+    assert "[healthy.py](reports/healthy-951f450711/report.md)" in markdown([row], 1)

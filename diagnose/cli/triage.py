@@ -45,7 +45,7 @@ def _items(paths: list[Path], settings: dict, root: Path, given: dict) -> list[d
     items = []
     for p in expand(paths):
         key = key_of(p, settings)
-        rel = f"reports/{p.stem[:40]}-{key[:10]}"
+        rel = f"reports/{p.stem.lstrip('.')[:40] or 'submission'}-{key[:10]}"      # never a hidden folder
         items.append({"file": os.path.abspath(p), "shown": str(p), "key": key, "report": rel,
                       "report_dir": str((root / rel).resolve()), "cwd": os.getcwd(),
                       "given": {**given, "file": str(p), "out": str(Path(given["out"]) / rel)}})

@@ -36,7 +36,7 @@ def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost:
         rs = sorted(groups[cls], key=lambda r: r["file"])
         out += [f"## {cls} ({len(rs)})", "", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
         for r in rs:
-            name = f"[{_cell(r['file'])}]({r['report']}/report.md)" if r.get("report") else _cell(r["file"])
+            name = f"[{_cell(r['file'])}]({_link(r['report'] + '/report.md')})" if r.get("report") else _cell(r["file"])
             where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
             why = r.get("cause") or r.get("why") or ""
             wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""
@@ -53,3 +53,8 @@ def csv_text(rows: list[dict]) -> str:
     for r in sorted(rows, key=lambda r: r["file"]):
         w.writerow(r)
     return buf.getvalue()
+
+
+def _link(target: str) -> str:
+    """A link target as CommonMark takes it: one with a space or a parenthesis goes inside <...>."""
+    return f"<{target}>" if any(c in target for c in " ()<>") else target
