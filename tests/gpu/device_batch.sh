@@ -16,7 +16,7 @@ python3 -c 'import torch, triton, sys; print("torch", torch.__version__, "cuda",
 # Helion travels as wheels (.whl, carried): installed into the image's own environment, as a package of it
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir .whl/*.whl 2>&1 | tail -2
-  python3 -c 'import helion; print("helion", helion.__version__)' | tee -a "$R/gpu.txt"
+  python3 -c 'import helion, importlib.metadata as m; print("helion", m.version("helion"))' | tee -a "$R/gpu.txt"
 fi
 # Dask travels as wheels too (.whl-dask, made by tests/gpu/prepare_triage.sh): only what the image lacks is installed
 if ls .whl-dask/*.whl >/dev/null 2>&1; then
