@@ -221,9 +221,11 @@ def test_an_extension_built_on_first_use_gets_the_compile_step_as_its_fix(tmp_pa
     """The build lands in the stage's first call and its budget runs out there; moved to import, the compile
     step builds it and the stage loads it: a verified fix, run cold in a container of its own."""
     out = tmp_path / "o"
-    # the C++ build alone takes about 20 s on 2 cores; the stage that loads it built, a few
+    # the C++ build alone takes about 20 s on 2 cores; the stage that loads it built, a few. The compile step's
+    # own limit is raised from the harness's 120 s: on a fresh clone's CI run, with two other C++ builds beside
+    # it, the fix's build took 111.8 s and ran out (its solo rerun built in 77.5 s): flaky, so no verified fix
     res = cli("run", FIXTURES / "state" / "inline_lazy.py", "--stages", "compile,test", "--budget", "12",
-              "--probes", "extension_build", "--out", out)
+              "--compile-budget", "400", "--probes", "extension_build", "--out", out, timeout=1200)
     s = json.loads((out / "session.json").read_text())
     v = s["verdict"]
     assert res.returncode == 1 and v["status"] == "timeout" and v["phase"].startswith("first_call"), res.stdout
