@@ -150,6 +150,13 @@ def test_a_timeout_that_passes_alone_is_not_reported_as_a_timeout():
     assert s.verdict.status == Status.OK and not s.verdict.confirmed
     assert "flaky" in s.verdict.note and s.causes == []
     assert any(w["kind"] == "flaky" for w in s.warnings)
+    # the pass is the solo rerun's: the verdict names it, and its figures are that run's finished stages
+    from diagnose.analysis.audit import audit
+    from diagnose.analysis.claims import derive, one
+    alone = next(r for r in s.runs if r.role == Role.CONFIRM)
+    assert s.verdict.runs == [s.baseline.id, alone.id] and audit(s) == [], [str(f) for f in audit(s)]
+    said = one(derive(s), "verdict").text
+    assert "timeout" not in said and "passed its checks" in said
 
 
 def test_a_doubtful_failure_is_rerun_through_the_stages_it_cut_off():

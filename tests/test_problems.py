@@ -24,18 +24,25 @@ def base_stage(s, name):
     return next(st for st in base["stages"] if st["name"] == name)
 
 
+def passed_stage(s, name):
+    """The stage of the run the pass rests on: the baseline's, or its solo rerun's where the baseline ran out
+    of time only beside other tests' processes (a loaded CI machine)."""
+    run = next(r for r in s["runs"] if r["id"] == s["verdict"]["runs"][-1])
+    return next(st for st in run["stages"] if st["name"] == name)
+
+
 def test_the_folders_own_evaluator_judges_and_its_pool_worker_is_instrumented(tmp_path):
     res, s = run(tmp_path, "double_ok.py", "doubling", "--stages", "test,benchmark")
     assert res.returncode == 0, res.stdout + res.stderr
     assert "eval.py (from ../common/eval_one_input.py)" in s["harness"]["evaluator"]
-    test = base_stage(s, "test")
+    test = passed_stage(s, "test")
     assert test["evaluator"]["report"]["check"] == "pass" and test["evaluator"]["report"]["test.1.status"] == "pass"
     phases = [p["name"] for p in test["phases"]]
     # the submission runs in the evaluator's spawned pool worker: its phases come from there
     assert "first_call:size=16" in phases and "first_call:size=64" in phases
     assert {e["pid"] for e in test["events"] if e["k"] == "begin" and e["name"].startswith("first_call:")} != \
         {next(e["pid"] for e in test["events"] if e["k"] == "worker_start")}
-    bench = base_stage(s, "benchmark")
+    bench = passed_stage(s, "benchmark")
     assert int(bench["evaluator"]["report"]["benchmark.0.runs"]) >= 3
     ref = next(r for r in s["runs"] if r["role"] == "reference")
     assert ref["outcome"] == "ok"                 # the reference was checked alone first

@@ -138,3 +138,20 @@ def test_two_causes_that_each_fail_alone_get_one_fix_with_both_edits_verified_as
     assert fix["outcome"] == "ok" and "range(1)" in fix["variant"] and "_BEST.update({" in fix["variant"]
     audit = cli("report", out / "session.json", "--audit")
     assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
+
+
+def test_where_the_deadline_cuts_the_first_search_the_tuning_run_says_where_its_choice_went(tmp_path):
+    """An 8 s budget cannot hold the first call's whole search (6 CPU-s of candidates after the process's own
+    start), so the baseline's phase never ends and never reports what it changed. The tuning run ran every shape
+    to its end: the place the choice went comes from there."""
+    out = tmp_path / "o"
+    res = cli("run", FIXTURES / "search" / "hand_search.py", "--stages", "test", "--budget", "8", "--probes",
+              "search", "--out", out)
+    s = json.loads((out / "session.json").read_text())
+    assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
+    base = next(r for r in s["runs"] if r["role"] == "baseline")
+    firsts = [p for st in base["stages"] for p in st["phases"] if p["name"].startswith("first_call:")]
+    assert len(firsts) == 1 and firsts[0]["open"], firsts        # cut off in the first shape's search
+    probe = next(p for p in s["probes"] if p["name"] == "search")
+    assert "ran it on every shape, and there its choice went to `_BEST`" in probe["why"], probe["why"]
+    assert probe["state"] == "run", probe

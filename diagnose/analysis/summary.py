@@ -110,8 +110,9 @@ def verdict(session, interrupted: bool = False) -> Verdict:
         if alone.failed_stage is not None:     # it failed elsewhere: say where, from the solo rerun itself
             return _failure_verdict(session, alone, alone.failed_stage, runs=[base.id, alone.id],
                                     confirmed=False, note=eff.note)
+        # a pass rests on the run that passed: the baseline's own stages never finished
         return Verdict(eff.outcome, message=f"{base.outcome} beside other runs, {eff.outcome} when run alone",
-                       runs=[base.id], confirmed=False, note=eff.note)
+                       runs=[base.id, alone.id], confirmed=False, note=eff.note)
     unsure = [x for x in base.stages if x.status == Status.OK and x.message.startswith("inconclusive:")]
     if st is None and unsure:
         return Verdict(Status.INCOMPLETE, stage=unsure[0].name, message=unsure[0].message, runs=[base.id],

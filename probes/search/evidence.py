@@ -103,11 +103,17 @@ def choices(phases: list[list[dict]]) -> set[str]:
     return {p for p, n in counts.items() if n == max(counts.values())}
 
 
+def tuned_choices(tuning: Run) -> set[str]:
+    """Where the tuning run's searches left their choice: it ran every shape to its end, so it shows this even
+    where the deadline cut off the baseline's first call before its phase could report what it changed."""
+    return choices([e.get("changed") or [] for _, e in _facts(tuning) if e.get("what") == "phase"
+                    and e.get("searches")])
+
+
 def kept_places(tuning: Run, ran: list[dict], scanned: list[str]) -> tuple[list[dict], list[str]]:
     """The places to pin, from the tuning run: those a phase with a search changed (the scan's dicts too), with
     the text of what they held at its end; and why any cannot be pinned."""
-    linked = set(scanned) | choices([e.get("changed") or [] for _, e in _facts(tuning)
-                                     if e.get("what") == "phase" and e.get("searches")])
+    linked = set(scanned) | tuned_choices(tuning)
     kept = {e["path"]: e for _, e in _facts(tuning) if e.get("what") == "kept"}
     for st in tuning.stages:       # a run without the hook: what the scan's dicts held (WorkerSpec.memo)
         for m in st.memo:
