@@ -121,7 +121,7 @@ def test_the_first_line_names_the_leaderboard_the_folder_and_every_budget(tmp_pa
     assert res.returncode == 0, res.stdout + res.stderr
     first = res.stdout.splitlines()[0]
     assert first == (f"check: {sub} · leaderboard doubling (practice.yaml) · folder tests/fixtures/problems/doubling"
-                     f" · budgets: test 20 s, benchmark 60 s, leaderboard 60 s; compile step 120 s"), first
+                     f" · budgets: test 30 s, benchmark 60 s, leaderboard 60 s; compile step 120 s"), first
     assert str(ROOT) not in first      # the folder as named under the root the user gave, not where it lies here
     # triage's row of this check names the leaderboard the header resolved (an H100 triage once had it empty)
     from diagnose.triage.rows import row_of

@@ -66,8 +66,8 @@ def test_wrong_and_crashing_submissions(tmp_path, sub, status, fragment):
 def test_per_problem_timeouts_come_from_task_yml(tmp_path):
     res, s = run(tmp_path, "double_slow.py", "doubling", "--stages", "test")
     v = s["verdict"]
-    assert res.returncode == 1 and v["status"] == "timeout" and "20 s budget" in v["message"]
-    assert s["harness"]["budgets"]["test"] == 20.0 and v["site"]["line"] == 5
+    assert res.returncode == 1 and v["status"] == "timeout" and "30 s budget" in v["message"]
+    assert s["harness"]["budgets"]["test"] == 30.0 and v["site"]["line"] == 5
     # recorded as the user would write it: a report attached to a ticket carries no machine's layout
     assert s["task"]["directory"] == "tests/fixtures/problems/doubling"
 
