@@ -17,7 +17,7 @@ from functools import partial
 
 from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
-from probes.search.evidence import kept_places, searches, story, tuned_choices
+from probes.search.evidence import choices, kept_places, searches, story, tuned_choices
 from probes.search.pin import pin
 
 INFO = ProbeInfo("search", "a search the code runs at each new shape, timing candidates and keeping the best",
@@ -45,7 +45,7 @@ def plan(ctx: PlanContext) -> Plan:
     places, refused = kept_places(ctx.tuning, ran, [s.details["memo"] for s in scanned])
     why += f"; the tuning run {ctx.tuning.id} (not timed) ran it on every shape"
     tuned = sorted(tuned_choices(ctx.tuning))
-    if tuned and "its choice went to" not in why:      # the baseline's phase was cut off before it could say
+    if tuned and not choices([r["changed"] for r in ran]):    # the deadline cut the baseline's phase before it said
         why += f", and there its choice went to `{'`, `'.join(tuned)}`"
     toggles = []
     if places:
