@@ -200,6 +200,8 @@ def prepare(i: Inputs) -> Prepared:
                         # directories of this machine's the runs may use in place: state outside every
                         # container, which a report names (reads there are this machine's state)
                         shared=tuple(p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p),
+                        # what no run may see: a triage's out folder, which holds its ledger's key (triage/task.py)
+                        hidden=tuple(p for p in os.environ.get("DIAGNOSE_HIDE", "").split(os.pathsep) if p),
                         gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
                         repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules), hooks=_worker_hooks())
     session = Session(

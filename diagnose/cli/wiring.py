@@ -82,7 +82,9 @@ def engine_for(prep, settings, stop, outdir, progress, runner_spec=None):
     from diagnose.cli.prepare import environment
     from diagnose.engine import Engine
     saver = Saver(outdir, before=environment)
-    runner = _runner(runner_spec, settings, progress)
+    # the out folder is the CLI's alone: no run sees it (the run's jail hides it)
+    hidden = (*settings.hidden, *([str(outdir.path.resolve())] if outdir is not None else []))
+    runner = _runner(runner_spec, settings.but(hidden=tuple(dict.fromkeys(hidden))), progress)
     eng = Engine(prep.sub, prep.session, settings, runner, on_save=saver, stop=stop,
                  on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict)
     return eng, saver.now

@@ -15,6 +15,10 @@ MARKER_ENV = "DIAGNOSE_RUN_MARKER"   # set in every process of a run: finds its 
 FDS_ENV = "DIAGNOSE_FDS"             # "events,reply,stacks[,report]" descriptor numbers for the worker
 DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"     # the read end of the stack-dump request pipe
 CHILD_ENV = "DIAGNOSE_CHILD"         # for a problem's own evaluator's subprocess: where to send its events
+JAIL_ENV = "DIAGNOSE_JAIL"           # the walls a run's jail is asked for (runs/jail.py), as JSON
+WALLS_ENV = "DIAGNOSE_WALLS"         # the walls it made (or why it made none), as JSON, for the worker to report
+JAIL_MODULE = "diagnose.runs.jail"   # run as `python -S -m`: a run's own process space, network and file system
+STEP_PID = 2                         # a jailed step's pid inside its namespace: its init's first and only fork
 
 
 NUM = (int, float)

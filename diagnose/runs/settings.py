@@ -30,6 +30,7 @@ class Settings:
     compile_step: bool = True              # run the harness's compile step before each stage
     private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
     shared: tuple[str, ...] = ()           # directories of this machine's that runs may use, in place
+    hidden: tuple[str, ...] = ()           # directories no run may see (the out folders): empty inside its jail
     gpu_ids: tuple[str, ...] = ()          # --gpus: the devices to spread runs over (empty: whatever is visible)
     # -- what the diagnosis runs (the engine) --
     probes: tuple[str, ...] | None = None  # None: every probe whose suspect is present; (): none

@@ -43,6 +43,7 @@ class ChildResult:
     exited_s: float | None = None      # the process had exited this long after its start, but its stdout or
     held_by: list[str] = field(default_factory=list)   # stderr stayed open: held by these processes
     lingering: object = None           # linger=True: the ProcessTree whose processes outlived the step
+    jail: dict | None = None           # what the run's jail said: its walls, a refusal, signals sent to init
 
 
 def deadline_reason(res: ChildResult, now: float, held_up: float, limits: "Limits", stop) -> str | None:

@@ -19,6 +19,7 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 from __future__ import annotations
 
 import glob
+import json
 import os
 import select
 import signal
@@ -31,8 +32,9 @@ import uuid
 
 import psutil
 
-from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, JAIL_ENV, JAIL_MODULE, MARKER_ENV as MARKER
 from diagnose.runs.runner.arbiter import GpuArbiter
+from diagnose.runs.runner.boxed import JailStatus, host_pid, host_tid
 from diagnose.runs.runner.child import ChildResult, Limits, Tail, deadline_reason, describe_process
 from diagnose.runs.runner.events import EventParser
 from diagnose.runs.runner.process_tree import ProcessTree, ensure_keeper, host_cpu_s
@@ -48,14 +50,16 @@ become_subreaper()
 
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
-              on_event=None, others=None, report: bool = False, linger: bool = False, nice: int = 0) -> ChildResult:
+              on_event=None, others=None, report: bool = False, linger: bool = False, nice: int = 0,
+              jail: dict | None = None) -> ChildResult:
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
     a descriptor for a problem evaluator's own report, read back into ChildResult.report; `linger` leaves
     what the process started alive at its end (ChildResult.lingering), as a harness container does; `nice`
-    lowers its CPU priority (and its descendants', who inherit it) so that it yields the CPU to the baseline."""
+    lowers its CPU priority (and its descendants', who inherit it) so that it yields the CPU to the baseline;
+    `jail` (the walls asked for: runs/jail.py) runs it in a process space, network and file system of its own."""
     ensure_keeper()
-    child = _Child(stacks_path, limits, arbiter, owner, stop, on_event, report)
+    child = _Child(stacks_path, limits, arbiter, owner, stop, on_event, report, jail)
     child.spawn(argv, cwd, env)
     if nice:
         try:
@@ -74,7 +78,7 @@ class _Child:
     """One child process and its descriptors, from spawn to the record: what run_child holds between steps."""
 
     def __init__(self, stacks_path: str, limits: Limits, arbiter: GpuArbiter | None, owner: str,
-                 stop: threading.Event | None, on_event, report: bool):
+                 stop: threading.Event | None, on_event, report: bool, jail: dict | None = None):
         self.stacks_path, self.limits, self.arbiter, self.stop, self.on_event = \
             stacks_path, limits, arbiter, stop, on_event
         self.marker = uuid.uuid4().hex
@@ -94,11 +98,20 @@ class _Child:
         # replace the path (with a FIFO, say), never the file we hold.
         self.stacks_rd = os.open(stacks_path, os.O_RDONLY)
         os.set_blocking(self.ev_r, False)
+        self.jail = jail
+        self.box: JailStatus | None = None
+        self._step_host: int | None = None
 
     def spawn(self, argv: list[str], cwd: str, env: dict) -> None:
         child_fds = [self.ev_w, self.rep_r, self.stacks_fd] + ([self.pop_w] if self.pop_w is not None else [])
         env = {**env, MARKER: self.marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(self.dump_r)}
         child_fds.append(self.dump_r)
+        if self.jail is not None:
+            st_r, st_w = os.pipe()
+            self.box = JailStatus(st_r)
+            child_fds.append(st_w)
+            argv = [sys.executable, "-S", "-m", JAIL_MODULE, str(st_w), "--", *argv]
+            env[JAIL_ENV] = json.dumps(self.jail)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
@@ -109,7 +122,7 @@ class _Child:
         self.popcorn = Tail(os.fdopen(self.pop_r, "rb"), cap=REPORT_CAP) if self.pop_r is not None else None
         self.res.pid = proc.pid
         self.out, self.err = Tail(proc.stdout), Tail(proc.stderr)
-        self.parser = EventParser(worker_pid=proc.pid)
+        self.parser = EventParser(worker_pid=proc.pid)     # until the jail says the step's number inside
         self.tree = ProcessTree(psutil.Process(proc.pid), self.marker)
         if self.arbiter:
             self.arbiter.register(self.owner,
@@ -124,7 +137,8 @@ class _Child:
 
     def _handle(self, ev: dict) -> None:
         if ev["k"] == "outlive":
-            self.tree.adopt(ev["procs"])
+            self.tree.adopt([[self.host_of(int(p[0])), p[1]] for p in ev["procs"]
+                             if isinstance(p, (list, tuple)) and len(p) == 2 and isinstance(p[0], int)])
         elif ev["k"] == "lock":
             if self.arbiter is None:
                 self.parser.anomaly("a timing-section request, though this run was offered no arbitration")
@@ -135,7 +149,57 @@ class _Child:
         elif self.on_event:
             self.on_event(ev)
 
+    def _status(self) -> None:
+        """What the jail's init said since the last look (written before anything of the step's can be)."""
+        box = self.box
+        if box is None or box.closed:
+            return
+        box.read()
+        if box.jailed:
+            self.parser.worker_pid = box.inner_step()
+            if not self.tree.infra:
+                self.tree.infra.add(self.proc.pid)
+            if len(self.tree.infra) < 2 and box.step is not None:
+                init = self.host_of(1)
+                if init:
+                    self.tree.infra.add(init)
+
+    def poll(self) -> int | None:
+        """The step's exit status, once it has exited: the jail's init says so (outer and init live on while
+        what the step started lives); unjailed, or where the jail failed before the step, outer's own."""
+        rc = self.proc.poll()
+        box = self.box
+        if box is None:
+            return rc
+        self._status()
+        if box.exit is not None:
+            return box.exit
+        if not box.jailed:
+            return rc
+        if rc is not None or box.closed:       # init is gone without a word of the step's end: it was killed
+            self._status()
+            return box.exit if box.exit is not None else -signal.SIGKILL
+        return None
+
+    def step_pid(self) -> int:
+        """The step's process as this machine numbers it (outer's own until the jail has started it)."""
+        box = self.box
+        if box is None or not box.jailed:
+            return self.proc.pid
+        if self._step_host is None:
+            self.tree.scan(fresh=True)
+            self._step_host = host_pid([p.pid for p in self.tree.procs.values()], box.inner_step())
+        return self._step_host or self.proc.pid
+
+    def host_of(self, inner: int) -> int | None:
+        """This machine's number for a process of the run that named itself `inner` in an event."""
+        if self.box is None or not self.box.jailed:
+            return inner
+        self.tree.scan(fresh=True)
+        return host_pid([p.pid for p in self.tree.procs.values()], inner)
+
     def drain(self, block_s: float) -> None:
+        self._status()
         try:
             ready, _, _ = select.select([self.ev_r], [], [], block_s)
         except (OSError, ValueError):
@@ -162,7 +226,7 @@ class _Child:
     def watch_until_end(self, others) -> None:
         """Poll until the process exits or a limit says stop (then its stacks are asked for)."""
         last_poll = 0.0
-        while self.proc.poll() is None:
+        while self.poll() is None:
             self.drain(POLL_S / 2)
             now = time.time()
             if now - last_poll < POLL_S:
@@ -186,22 +250,29 @@ class _Child:
             if reason:
                 self.res.killed, self.res.kill_t = reason, now
                 self.res.exited_s = round(exited - self.res.start_t, 4)
-                self.res.held_by = [describe_process(p) for p in self.tree.alive() if p.pid != self.proc.pid][:5]
+                self.res.held_by = [describe_process(p) for p in self.tree.alive(work_only=True)
+                                    if p.pid not in (self.proc.pid, self._step_host)][:5]
 
     def _dump_stacks(self) -> None:
-        """Every thread's stack from the worker, and from the processes the evaluator spawned (files of their own)."""
-        pid = self.proc.pid
+        """Every thread's stack from the worker, and from the processes the evaluator spawned (files of their own).
+        The events name them by their numbers inside the run's jail: this machine's are found for each."""
+        pid = self.parser.worker_pid
         dump_tid = next((e.get("dump_tid") for e in self.parser.events if e["k"] == "worker_start"
                          and e["pid"] == pid), None)
         spawned = 0
         for e in self.parser.events:
             if e["k"] == "worker_start" and e.get("child") and e["pid"] != pid:
+                host = self.host_of(e["pid"])
                 try:
-                    os.kill(e["pid"], signal.SIGUSR1)
-                    spawned += 1
+                    if host:
+                        os.kill(host, signal.SIGUSR1)
+                        spawned += 1
                 except OSError:
                     pass
-        self.res.kernel_waits = ask_for_stacks(self.proc, self.stacks_rd, self.dump_w,
+        step = _StepView(self)
+        if isinstance(dump_tid, int) and self.box is not None and self.box.jailed:
+            dump_tid = host_tid(step.pid, dump_tid)
+        self.res.kernel_waits = ask_for_stacks(step, self.stacks_rd, self.dump_w,
                                                dump_tid if isinstance(dump_tid, int) else None)
         if spawned:
             time.sleep(0.5)     # their files, too, need a moment
@@ -216,13 +287,27 @@ class _Child:
             # As in the harness's container: the step's own process ends (the harness kills only it), what it
             # started lives on until the run's container ends (StageRunner kills it then)
             try:
-                self.proc.kill()
+                os.kill(self.step_pid(), signal.SIGKILL)
             except OSError:
                 pass
             self.res.lingering = self.tree
-        else:
-            self.res.survivors = self.tree.kill_all(self.proc.pid)
-        return self.proc.wait()
+            return self._wait_step()
+        self.res.survivors = self.tree.kill_all(self.proc.pid)
+        self.proc.wait()
+        return self._wait_step()
+
+    def _wait_step(self) -> int:
+        """The step's exit status (jailed: once init has said it, or outer has gone)."""
+        if self.box is None:
+            return self.proc.wait()
+        deadline = time.time() + 5.0
+        while True:
+            rc = self.poll()
+            if rc is not None:
+                return rc
+            if time.time() > deadline:
+                return -signal.SIGKILL
+            time.sleep(0.02)
 
     def close_lock(self) -> None:
         if self.arbiter:
@@ -241,6 +326,12 @@ class _Child:
             self.popcorn.join(2.0)
             res.report = self.popcorn.text()
         res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
+        res.pid = self.step_pid()
+        res.max_procs = max(0, res.max_procs - len(self.tree.infra))
+        if self.box is not None:
+            self._status()
+            box = self.box
+            res.jail = {"walls": box.walls, "refused": box.refused, "error": box.error, "signals": box.signals}
         res.cpu_s = sum(u + s for u, s in tree.cpu.values())
         res.user_s = sum(u for u, _ in tree.cpu.values())
         res.run_delay_s = round(sum(tree.delay.values()), 3)
@@ -275,6 +366,19 @@ class _Child:
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
+
+
+class _StepView:
+    """The step as ask_for_stacks needs it (pid, poll, send_signal), whether or not it runs in a jail."""
+
+    def __init__(self, child: _Child):
+        self.child, self.pid = child, child.step_pid()
+
+    def poll(self):
+        return self.child.poll()
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
 
 
 def _spawned_stacks(stacks_path: str) -> str:

@@ -154,6 +154,7 @@ class ProcessTree:
         self.delay: dict[tuple[int, float], float] = {}
         self._start: dict[int, int | None] = {}             # pid -> start time in the table, of those added
         self._foreign: set[tuple[int, int | None]] = set()  # our direct children found to be another run's
+        self.infra: set[int] = set()       # the run's jail (outer and init): the container, not the run's own work
 
     def _add(self, p: psutil.Process):
         try:
@@ -216,6 +217,8 @@ class ProcessTree:
     def measure(self) -> float:
         rss = 0.0
         for key, p in list(self.procs.items()):
+            if key[0] in self.infra:
+                continue
             try:
                 with p.oneshot():
                     rss += p.memory_info().rss
@@ -228,9 +231,12 @@ class ProcessTree:
                 self.delay[key] = d
         return rss / 2**20
 
-    def alive(self) -> list[psutil.Process]:
+    def alive(self, work_only: bool = False) -> list[psutil.Process]:
+        """The tracked processes still running; work_only: not the jail's own (outer and init)."""
         out = []
         for p in self.procs.values():
+            if work_only and p.pid in self.infra:
+                continue
             try:
                 if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
                     out.append(p)

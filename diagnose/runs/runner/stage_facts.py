@@ -62,6 +62,9 @@ def state_of(ev: list[dict]) -> dict:
         if e["k"] == "container" and "container" not in rec:
             rec["container"] = {"namespace": e.get("namespace"), "private": e.get("private"),
                                 "kept": len(e.get("kept") or []), "why": e.get("why")}
+            if "jail" in e:     # the run's own process space, network and file system (runs/jail.py)
+                rec["container"].update(jail=e.get("jail"), missing=list(e.get("missing") or []),
+                                        hidden=len(e.get("hidden") or []))
         elif e["k"] != "state":
             continue
         elif e["op"] == "spawn":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
+import socket
 import sys
 import tempfile
 import threading
@@ -40,6 +40,42 @@ REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import
 # Helion's search in a tuning run, unless the user's environment sets them: the quick effort, at most 15 s per
 # shape (a full search takes minutes per shape; the tuning run does every shape of the task)
 TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS": "15"}
+
+
+# What a run's jail is checked against from inside (StageRunner.isolation): each key is one wall, true if it held.
+_WALL_TEST = r"""
+import json, os, socket, stat, sys
+outside, port = sys.argv[1], int(sys.argv[2])
+walls = json.loads(os.environ.get("DIAGNOSE_WALLS") or "{}")
+seen = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+def wrote():
+    try:
+        with open(os.path.join(outside, "wrote"), "w"):
+            return True
+    except OSError:
+        return False
+def reached():
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
+        return True
+    except OSError:
+        return False
+def disks():
+    for n in os.listdir("/dev"):
+        try:
+            if stat.S_ISBLK(os.lstat("/dev/" + n).st_mode):
+                return True
+        except OSError:
+            pass
+    return False
+caps = int(next(x for x in open("/proc/self/status") if x.startswith("CapEff:")).split()[1], 16)
+print(json.dumps({"walls": walls, "pid namespace": seen <= {1, os.getpid()}, "network namespace": not reached(),
+                  "read-only file system": not wrote(), "private /dev": not disks(),
+                  "capabilities dropped": not caps & (1 << 21)}))
+"""
+# The walls a run lacks when the user leaves them off (DIAGNOSE_PRIVATE_MOUNTS=0) or the check cannot run
+MISSING_WHEN_OFF = ("pid namespace", "network namespace", "read-only file system", "private /dev",
+                    "capabilities dropped")
 
 
 def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
@@ -102,23 +138,52 @@ class StageRunner:
         return box
 
     def isolation(self) -> dict:
-        """How a run's container is walled off on this machine, asked of a small process before any run (the
-        worker does the same first thing): which of /tmp, /dev/shm, /var/tmp and the real home are private."""
+        """How a run's container is walled off on this machine, asked before any run of a small step in the same
+        jail as every run's (runs/jail.py), which then tries each wall from inside: whether it sees any process
+        but its own and its init, reaches a port this process listens on, writes outside its container, finds a
+        disk in /dev, or holds CAP_SYS_ADMIN. What did not hold is `missing`, whatever the jail believed."""
         if not self.settings.private_mounts:
-            return {"namespace": None, "private": [], "why": "left off (DIAGNOSE_PRIVATE_MOUNTS=0)"}
+            return {"namespace": None, "private": [], "why": "left off (DIAGNOSE_PRIVATE_MOUNTS=0)",
+                    "missing": list(MISSING_WHEN_OFF)}
         root = Container(self._tmp / "isolation-check")
-        code = ("import json, sys; from diagnose.runs.worker.container import enter; "
-                "print(json.dumps(enter(sys.argv[1], sys.argv[2:])))")
-        env = child_env(root, None)
+        outside = self._tmp / "isolation-outside"
+        outside.mkdir(exist_ok=True)
         try:
-            done = subprocess.run([sys.executable, "-c", code, str(root.root), *self.settings.shared],
-                                  capture_output=True, text=True,
-                                  env=env, cwd=str(root.work), timeout=60)
-            return json.loads(done.stdout.strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError, subprocess.TimeoutExpired) as e:
-            return {"namespace": None, "private": [], "why": f"the check failed: {type(e).__name__}"}
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as lsn:
+                lsn.bind(("127.0.0.1", 0))
+                lsn.listen(1)
+                return self._try_walls(root, outside, lsn.getsockname()[1])
         finally:
             shutil.rmtree(root.root, ignore_errors=True)
+            shutil.rmtree(outside, ignore_errors=True)
+
+    def _try_walls(self, root: Container, outside: Path, port: int) -> dict:
+        env = child_env(root, None)
+        stacks = str(root.tool / "isolation.stacks.txt")
+        argv = [sys.executable, "-S", "-c", _WALL_TEST, str(outside), str(port)]
+        try:
+            child = run_child(argv, cwd=str(root.work), env=env, stacks_path=stacks, limits=Limits(60.0, None),
+                              jail=self.jail_for(root))
+            rec = json.loads(child.stdout_tail.strip().splitlines()[-1])
+        except (OSError, ValueError, IndexError) as e:
+            return {"namespace": None, "private": [], "why": f"the check failed: {type(e).__name__}",
+                    "missing": list(MISSING_WHEN_OFF)}
+        walls = rec.pop("walls", None) or {}
+        failed = [name for name, held in rec.items() if not held]
+        walls["missing"] = sorted(set(walls.get("missing") or []) | set(failed))
+        walls.setdefault("namespace", walls.get("jail"))
+        if failed and not walls.get("why"):
+            walls["why"] = "tried from inside a run, these did not hold: " + ", ".join(failed)
+        return walls
+
+    def jail_for(self, box: Container) -> dict | None:
+        """The walls a run's steps are asked for (runs/jail.py): its container writable, the out folders hidden, and
+        what the worker's Python imports from kept in reach. None: left off, as the user asked."""
+        s = self.settings
+        if not s.private_mounts:
+            return None
+        return {"root": str(box.root), "shared": list(s.shared), "hide": list(s.hidden),
+                "paths": [p for p in sys.path if p]}
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:
@@ -180,7 +245,7 @@ class StageRunner:
         seen: list[str] = []
         for tree in trees:
             tree.scan()
-            seen += [describe_process(p) for p in tree.alive()]
+            seen += [describe_process(p) for p in tree.alive(work_only=True)]
             tree.kill_all(tree.root.pid)
         return seen
 
@@ -247,7 +312,7 @@ class StageRunner:
             child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
                               limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
                               stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
-                              report=evaluated, linger=True, nice=job.nice)
+                              report=evaluated, linger=True, nice=job.nice, jail=self.jail_for(box))
             if child.lingering is not None:
                 with self._lock:
                     self._lingering.setdefault(run.id, []).append(child.lingering)

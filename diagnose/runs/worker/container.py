@@ -117,16 +117,18 @@ def _read_only(libc, path: str) -> None:
     _call(libc.mount, None, path.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
 
 
-def enter(root: str, shared: list[str] = ()) -> dict:
+def enter(root: str, shared: list[str] = (), unshare: bool = True, paths: list[str] | None = None) -> dict:
     """Make /tmp, /dev/shm, /var/tmp and the real home directory private to this run where the kernel
-    allows, and the Python installation read-only. Returns what was done."""
+    allows, and the Python installation read-only. Returns what was done. unshare=False: in the mount
+    namespace this process already has (the run's jail made it); paths: what the Python that runs next
+    imports from (this process's sys.path when not given)."""
     rec: dict = {"namespace": None, "private": [], "kept": []}
     if not sys.platform.startswith("linux"):
         rec["why"] = "no mount namespaces on this platform"
         return rec
     libc = _libc()
     try:
-        rec["namespace"] = _unshare(libc)
+        rec["namespace"] = _unshare(libc) if unshare else "jail"
         _call(libc.mount, b"none", b"/", None, MS_REC | MS_PRIVATE, None)
     except (OSError, AttributeError) as e:
         rec["namespace"] = None
@@ -135,7 +137,7 @@ def enter(root: str, shared: list[str] = ()) -> dict:
     cwd = os.getcwd()
     shared = [os.path.realpath(p) for p in shared if os.path.isdir(p)]
     wanted = [root, cwd, *shared, sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable),
-              *sys.path, *os.environ.get("PATH", "").split(os.pathsep)]
+              *(sys.path if paths is None else paths), *os.environ.get("PATH", "").split(os.pathsep)]
     home = real_home()
     places = [("/tmp", "tmp"), ("/dev/shm", "shm"), ("/var/tmp", "vartmp")] + ([(home, "home")] if home else [])
     for target, area in places:

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import atexit
 import faulthandler
+import json
 import os
 import signal
 import sys
 import time
 import traceback
 
-from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, WorkerSpec
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, WALLS_ENV, WorkerSpec
 from diagnose.runs.subreaper import become_subreaper
 from diagnose.runs.worker import container
 from diagnose.runs.worker.channel import Channel
@@ -156,8 +157,7 @@ def _arm(spec: WorkerSpec):
     if spec.tool_paths and os.environ.get("PYTHONPATH", "").split(os.pathsep) == list(spec.tool_paths):
         del os.environ["PYTHONPATH"]
     # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
-    walls = container.enter(spec.root, spec.shared) if spec.private_mounts else \
-        {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
+    walls = _walls(spec)
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
     from diagnose.runs.worker import libraries, plugins
@@ -188,6 +188,19 @@ def _arm(spec: WorkerSpec):
     ch.emit("worker_start", stage=spec.stage, dump_tid=dog.native_id)
     sys.path.insert(0, os.getcwd())
     return ch, dog, lock, report_fd
+
+
+def _walls(spec: WorkerSpec) -> dict:
+    """How this run is walled off: by its jail (runs/jail.py), which says so in the environment; or, where the
+    kernel refused the jail's namespaces, by this process's own mount namespace where it can still have one."""
+    made = json.loads(os.environ.pop(WALLS_ENV, "null") or "null")
+    if isinstance(made, dict) and made.get("jail"):
+        return {"namespace": made["jail"], **{k: v for k, v in made.items() if k != "jail"}, "jail": made["jail"]}
+    walls = container.enter(spec.root, spec.shared) if spec.private_mounts else \
+        {"namespace": None, "private": [], "kept": [], "why": "not asked for"}
+    if isinstance(made, dict):      # the jail was refused: what that leaves missing, and why
+        walls.update(jail=None, missing=list(made.get("missing") or []), why=walls.get("why") or made.get("why"))
+    return walls
 
 
 def _setup(spec: WorkerSpec, ch, lock, report_fd):

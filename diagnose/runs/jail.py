@@ -1,0 +1,350 @@
+"""A run's own process space, network and file system: what a harness container gives one submission.
+
+The harness starts every submission in a container of its own, where the only process the submission can see
+besides its own is the harness's parent process. This module gives each step of a run the same walls, so that
+nothing a submission does reaches the tool, another run, a triage's cluster or the user's files:
+
+  outer  the runner's child, in this machine's process space. It unshares a PID, mount, network and IPC
+         namespace (through a user namespace when it lacks the privilege), forks `init`, and waits for it.
+  init   pid 1 inside: the harness's parent process as the step sees it. It mounts a /proc of its own (which
+         lists only the run's processes), brings up a loopback of its own (no other socket of this machine is
+         reachable, the tool's and Dask's included), walls the file system (the run's container writable; a
+         /dev with only what a GPU program opens; every other mount read-only; the tool's out folders hidden),
+         then forks the step. Afterwards it only reaps, records each signal sent to it and by whom (a
+         submission that signals its parent signals init, which ignores it), and writes the step's exit.
+  step   pid 2 inside. It drops the capabilities a harness container lacks (a Docker default set, less
+         mknod), then execs the worker.
+
+Everything init learns goes to the runner as JSON lines on a status descriptor: the walls it made ("walls"),
+the step's start ("started"), signals sent to init ("signal"), the step's exit ("exit"). init lives until
+every process of the run has ended, as a container does: what a step leaves running ends with the run (the
+runner kills it), and a step whose child holds its stdout open stays open, as the harness's does.
+
+Where the kernel refuses a namespace, outer records why and execs the worker itself, which makes /tmp private
+where it still can (worker/container.py); every report then names the walls that were missing. This file is
+run as `python -S -m diagnose.runs.jail`: it imports nothing but the standard library and that module.
+"""
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import signal
+import socket
+import struct
+import sys
+
+from diagnose.runs.protocol import JAIL_ENV, WALLS_ENV
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
+CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
+MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+# statvfs's flags that a read-only remount must keep (a user namespace may not drop a locked one)
+_KEPT_FLAGS = ((os.ST_NOSUID, MS_NOSUID), (os.ST_NODEV, MS_NODEV), (os.ST_NOEXEC, MS_NOEXEC),
+               (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME), (os.ST_RELATIME, MS_RELATIME))
+PR_SET_PDEATHSIG, PR_CAPBSET_DROP = 1, 24
+# What a Docker container keeps by default (CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, SETPCAP,
+# NET_BIND_SERVICE, NET_RAW, SYS_CHROOT, AUDIT_WRITE, SETFCAP), less MKNOD: Docker's device cgroup is what makes
+# mknod harmless there, and this file has none. Everything else (SYS_ADMIN, SYS_PTRACE, DAC_READ_SEARCH, ...) goes.
+DOCKER_CAPS = {0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31}
+# What a GPU program opens in /dev: the rest (disks above all) stays out of a run's reach
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEVICE_PREFIXES = ("nvidia", "dri", "nvidia-caps", "kfd")
+# Read-only in the run's /proc, as in a Docker container: writing /proc/sysrq-trigger as root reboots the host
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "asound")
+SIGNALS_SEEN = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
+                signal.SIGALRM, signal.SIGPIPE, signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU, signal.SIGCONT)
+
+
+def _libc():
+    return ctypes.CDLL(None, use_errno=True)
+
+
+def _check(rc: int) -> None:
+    if rc != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
+
+def _enc(s):
+    return s.encode() if isinstance(s, str) else s
+
+
+def _mount(libc, src, target: str, fstype, flags: int, data=None) -> None:
+    _check(libc.mount(_enc(src), target.encode(), _enc(fstype), flags, _enc(data)))
+
+
+def _write(path: str, text: str) -> None:
+    with open(path, "w") as fh:
+        fh.write(text)
+
+
+# -- outer ---------------------------------------------------------------------------------------------------
+def _unshare(libc) -> str:
+    """The run's own namespaces; through a user namespace when this process lacks the privilege."""
+    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC
+    try:
+        _check(libc.unshare(flags))
+        return "pid+mount+net+ipc"
+    except OSError as e:
+        if e.errno not in (errno.EPERM, errno.EACCES):
+            raise
+    uid, gid = os.getuid(), os.getgid()
+    _check(libc.unshare(flags | CLONE_NEWUSER))
+    _write("/proc/self/setgroups", "deny")
+    _write("/proc/self/uid_map", f"{uid} {uid} 1")      # the same ids inside: files keep their owner
+    _write("/proc/self/gid_map", f"{gid} {gid} 1")
+    return "user+pid+mount+net+ipc"
+
+
+def outer(status_fd: int, argv: list[str]) -> int:
+    """The runner's child: namespaces, then init; or, where they are refused, the worker itself."""
+    libc = _libc()
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # the runner gone, the run goes
+    status = os.fdopen(status_fd, "w", buffering=1)
+    try:
+        kind = _unshare(libc)
+    except OSError as e:
+        why = f"the kernel refused the run's own namespaces: {e}"
+        os.environ[WALLS_ENV] = json.dumps({"jail": None, "missing": list(MISSING_ALL), "why": why})
+        _say(status, "refused", why=why)
+        status.close()
+        os.execv(argv[0], argv)
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os._exit(init(libc, status, kind, argv))
+        except BaseException as e:  # noqa: BLE001 - init must never fall back to the caller's code
+            _say(status, "error", why=f"{type(e).__name__}: {e}")
+            os._exit(70)
+    status.close()
+    _quiet_stdio()
+    while True:
+        try:
+            _, st = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(st) if os.WIFEXITED(st) else 0
+        except InterruptedError:
+            continue
+        except ChildProcessError:
+            return 0
+
+
+MISSING_ALL = ("pid namespace", "network namespace", "read-only file system", "private /dev")
+
+
+def _say(status, kind: str, **fields) -> None:
+    try:
+        status.write(json.dumps({"k": kind, **fields}) + "\n")
+    except (OSError, ValueError):
+        pass
+
+
+def _quiet_stdio() -> None:
+    """Neither outer nor init holds the step's stdout or stderr: the step ends when its own processes close them."""
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    os.close(null)
+
+
+# -- init ----------------------------------------------------------------------------------------------------
+def init(libc, status, kind: str, argv: list[str]) -> int:
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # outer gone (the runner killed it), all go
+    os.setsid()          # a group of the run's own: a signal to the step's group never reaches outer
+    asked = json.loads(os.environ.pop(JAIL_ENV, "{}") or "{}")
+    walls = make_walls(libc, kind, asked)
+    os.environ[WALLS_ENV] = json.dumps(walls)
+    _say(status, "walls", **walls)
+    signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS_SEEN + (signal.SIGCHLD,))
+    pid = os.fork()
+    if pid == 0:
+        signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        _drop_caps(libc)
+        try:
+            os.execv(argv[0], argv)
+        except OSError as e:
+            os.write(2, f"the run's jail could not start {argv[0]}: {e}\n".encode())
+        os._exit(127)
+    _say(status, "started", pid=pid)
+    _quiet_stdio()
+    return _reap(status, pid)
+
+
+def _reap(status, step: int) -> int:
+    """Reap every process of the run until none is left; say when the step ends and who signals init."""
+    while True:
+        info = signal.sigtimedwait(SIGNALS_SEEN + (signal.SIGCHLD,), 1.0)
+        # a sender outside the namespace (the runner pausing the run) shows as pid 0: only the run's own count
+        if info is not None and info.si_signo != signal.SIGCHLD and info.si_pid > 0:
+            _say(status, "signal", sig=signal.Signals(info.si_signo).name, sender=info.si_pid)
+        while True:
+            try:
+                pid, st = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return 0
+            if pid == 0:
+                break
+            if pid == step:
+                code = os.waitstatus_to_exitcode(st)
+                _say(status, "exit", **({"code": code} if code >= 0 else {"signal": -code}))
+
+
+def make_walls(libc, kind: str, asked: dict) -> dict:
+    """The run's /proc, loopback and file system walls. Returns what holds, and why anything does not."""
+    rec: dict = {"jail": kind, "missing": [], "hidden": [], "private": [], "kept": [], "read_only": []}
+    _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
+    try:
+        _mount(libc, "proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+        for name in PROC_READ_ONLY:
+            _read_only(libc, f"/proc/{name}")
+    except OSError as e:
+        rec["missing"].append("pid namespace")
+        rec["why"] = f"/proc of the run's own was refused ({e}): /proc still lists this machine's processes"
+    try:
+        _loopback_up()
+    except OSError as e:
+        rec.setdefault("why", f"the run's loopback stayed down: {e}")
+    if asked.get("root"):
+        _walls_for_files(libc, asked, rec)
+    return rec
+
+
+def _walls_for_files(libc, asked: dict, rec: dict) -> None:
+    from diagnose.runs.worker import container
+    root, shared = os.path.realpath(asked["root"]), [os.path.realpath(p) for p in asked.get("shared") or []]
+    hidden = [os.path.realpath(p) for p in asked.get("hide") or [] if os.path.isdir(p)]
+    needed = [root, *shared, sys.executable, *(asked.get("paths") or [])]
+    for path in hidden:   # first: what follows binds nothing of them back
+        if any(container.under(os.path.realpath(n), path) for n in needed):
+            rec.setdefault("why", f"{path} is not hidden from the run: the run needs what lies in it")
+            continue
+        try:
+            _mount(libc, "none", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
+            rec["hidden"].append(path)
+        except OSError as e:
+            rec.setdefault("why", f"{path} is not hidden from the run: {e}")
+    walls = container.enter(root, shared, unshare=False, paths=asked.get("paths"))
+    for key in ("private", "kept", "read_only", "home", "shared"):
+        rec[key] = walls.get(key)
+    if walls.get("why"):
+        rec.setdefault("why", walls["why"])
+    writable = [root, *shared, *(walls.get("private") or [])]
+    try:
+        _private_dev(libc, root)
+    except OSError as e:
+        rec["missing"].append("private /dev")
+        rec.setdefault("why", f"/dev stays this machine's: {e}")
+    else:
+        writable.append("/dev/shm")
+    failed = _all_read_only(libc, writable)
+    if failed:
+        rec["missing"].append("read-only file system")
+        rec.setdefault("why", f"{failed[0][0]} stays writable: {failed[0][1]}")
+
+
+def _read_only(libc, path: str) -> None:
+    if os.path.exists(path):
+        _mount(libc, path, path, None, MS_BIND | MS_REC)
+        _remount_ro(libc, path)
+
+
+def _remount_ro(libc, path: str) -> None:
+    flags = os.statvfs(path).f_flag
+    kept = sum(ms for st, ms in _KEPT_FLAGS if flags & st)
+    _mount(libc, None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | kept)
+
+
+def _mount_points() -> list[str]:
+    out = []
+    with open("/proc/self/mountinfo") as fh:
+        for line in fh:
+            field = line.split()[4]
+            out.append(field.encode().decode("unicode_escape"))    # \040 and friends: octal escapes
+    return out
+
+
+def _all_read_only(libc, writable: list[str]) -> list[tuple[str, str]]:
+    """Every mount read-only but the run's own places, /proc and /dev. Returns those that stayed writable."""
+    from diagnose.runs.worker.container import under
+    keep = {os.path.realpath(p) for p in writable}
+    for path in keep:      # a writable place that is no mount of its own becomes one, so it can stay writable
+        if path not in _mount_points():
+            _mount(libc, path, path, None, MS_BIND | MS_REC)
+    failed = []
+    for mp in dict.fromkeys(_mount_points()):
+        if mp in keep or under(mp, "/proc") or under(mp, "/dev") or not os.path.exists(mp):
+            continue
+        if any(under(mp, k) for k in keep) and not _is_ro(mp):
+            # below a writable place: the worker's own read-only binds (the installation) are already read-only;
+            # anything else there belongs to the run
+            continue
+        try:
+            _remount_ro(libc, mp)
+        except OSError as e:
+            failed.append((mp, str(e)))
+    return failed
+
+
+def _is_ro(path: str) -> bool:
+    try:
+        return bool(os.statvfs(path).f_flag & os.ST_RDONLY)
+    except OSError:
+        return False
+
+
+def _private_dev(libc, root: str) -> None:
+    """A /dev of the run's own: the devices a GPU program opens, and the run's shm; no disk of this machine."""
+    names = [n for n in sorted(os.listdir("/dev")) if n in DEVICES or n.startswith(DEVICE_PREFIXES)]
+    fds = {n: os.open(f"/dev/{n}", os.O_PATH) for n in names}
+    shm = os.path.join(root, "shm")
+    try:
+        _mount(libc, "none", "/dev", "tmpfs", MS_NOSUID, "mode=0755,size=64k")
+        for n, fd in fds.items():
+            target = f"/dev/{n}"
+            if os.path.isdir(f"/proc/self/fd/{fd}"):
+                os.mkdir(target)
+            else:
+                open(target, "w").close()
+            _mount(libc, f"/proc/self/fd/{fd}", target, None, MS_BIND | MS_REC)
+        os.mkdir("/dev/shm")
+        _mount(libc, shm, "/dev/shm", None, MS_BIND)
+        for name, src in (("fd", "/proc/self/fd"), ("stdin", "/proc/self/fd/0"), ("stdout", "/proc/self/fd/1"),
+                          ("stderr", "/proc/self/fd/2")):
+            os.symlink(src, f"/dev/{name}")
+        os.mkdir("/dev/pts")
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def _loopback_up() -> None:
+    """The namespace's own loopback, up: NCCL and a local server still work, nothing of this machine answers."""
+    siocgifflags, siocsifflags, iff_up = 0x8913, 0x8914, 0x1
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        req = struct.pack("16sH22x", b"lo", 0)
+        flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, req))[1]
+        fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+def _drop_caps(libc) -> None:
+    try:
+        last = int(open("/proc/sys/kernel/cap_last_cap").read())
+    except (OSError, ValueError):
+        last = 40
+    for cap in range(last + 1):
+        if cap not in DOCKER_CAPS:
+            libc.prctl(PR_CAPBSET_DROP, cap, 0, 0, 0)
+
+
+def main(args: list[str]) -> int:
+    status_fd, argv = int(args[0]), args[2:] if args[1:2] == ["--"] else args[1:]
+    os.set_inheritable(status_fd, False)      # the step must not hold it: its end tells the runner init is gone
+    return outer(status_fd, argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
