@@ -262,6 +262,10 @@ def environment(session) -> None:
                   for st in (s.compile_step, s) if st is not None and st.state.get("container")), None)
     if walls:
         session.harness.setdefault("container", {})["walls"] = walls
+    tried = sorted({x for r in session.runs for s in r.stages for st in (s.compile_step, s) if st is not None
+                    for x in st.state.get("reached") or []})
+    if tried:       # what a run tried beyond its walls (each held, or the walls' record says it was missing)
+        session.harness.setdefault("container", {})["tried"] = tried[:30]
     events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
     env = next((e for e in events if e["k"] == "env"), None)
     if env:

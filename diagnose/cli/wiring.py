@@ -109,7 +109,13 @@ def walled_off(runner, session) -> None:
     # which places were walled off, not where this machine keeps things
     session.harness["isolation"] = {"namespace": walls.get("namespace"), "private": walls.get("private") or [],
                                     "why": walls.get("why"), "home_private": bool(walls.get("home")),
-                                    "read_only": len(walls.get("read_only") or [])}
+                                    "read_only": len(walls.get("read_only") or []),
+                                    "missing": list(walls.get("missing") or [])}
+    if walls.get("missing"):
+        line = (f"isolation: each run lacks {', '.join(walls['missing'])} here ({walls.get('why') or 'refused'}): "
+                f"what a submission does may reach beyond its run")
+        session.notes.append(line)
+        err.print(line)
     shared = [p for p in WALLS if p not in (walls.get("private") or [])]
     if shared:
         line = (f"isolation: {', '.join(shared)} {'is' if len(shared) == 1 else 'are'} this machine's, not private "

@@ -82,6 +82,25 @@ def env_sentence(env: dict) -> str:
     return ". ".join(parts)
 
 
+# Each wall of a run's jail (runs/jail.py), by the name a missing one is recorded under, and what it gives the run
+JAIL_WALLS = {
+    "pid namespace": "its own process space (it sees no process of the tool or of another run)",
+    "network namespace": "its own network (a loopback of its own: no port of the tool's, Dask's or this machine's)",
+    "read-only file system": "a read-only view of every other file (the out folders hidden)",
+    "private /dev": "a /dev with only what a GPU program opens",
+    "capabilities dropped": "no capability beyond a Docker container's",
+}
+
+
+def jail_sentence(walls: dict, checked: dict) -> str:
+    """What walled each run off from the tool, other runs and this machine, and what was missing (as the run's
+    jail said, and as the check from inside a run found: runs/runner/stages.py)."""
+    missing = sorted(set(walls.get("missing") or []) | set(checked.get("missing") or []))
+    held = [said for name, said in JAIL_WALLS.items() if name not in missing] if walls.get("jail") else []
+    out = ("each step in a jail: " + ", ".join(held)) if held else "no jail of its own"
+    return out + (f"; missing here: {', '.join(missing)}" if missing else "")
+
+
 def container_rows(s: Session) -> list[tuple[str, str]]:
     h = s.harness
     if "container" not in h:
@@ -95,10 +114,14 @@ def container_rows(s: Session) -> list[tuple[str, str]]:
            f"{', '.join(private)} private to it ({walls.get('namespace')} namespace)" if private else
            "its environment only: absolute paths such as /tmp are shared with this machine")
     why = f" ({walls['why']})" if walls and walls.get("why") else ""
+    if walls and "jail" in walls:      # sessions before the run's jail (runs/jail.py) say nothing of it
+        how += "; " + jail_sentence(walls, h.get("isolation") or {})
     dropped = box.get("dropped_env") or []
     rows = [("container", "a fresh one per run, shared by that run's steps and by no other run: its own HOME, XDG "
                           "directories, TMPDIR, torch/Inductor/Triton/CUDA caches and extension builds, and working "
                           f"directory; {how}{why}")]
+    if box.get("tried"):
+        rows.append(("tried", "beyond its run, from inside: " + "; ".join(box["tried"])))
     env = box.get("env")
     if env is not None:
         rows.append(("environment", env_sentence(env)))

@@ -15,10 +15,7 @@ MARKER_ENV = "DIAGNOSE_RUN_MARKER"   # set in every process of a run: finds its 
 FDS_ENV = "DIAGNOSE_FDS"             # "events,reply,stacks[,report]" descriptor numbers for the worker
 DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"     # the read end of the stack-dump request pipe
 CHILD_ENV = "DIAGNOSE_CHILD"         # for a problem's own evaluator's subprocess: where to send its events
-JAIL_ENV = "DIAGNOSE_JAIL"           # the walls a run's jail is asked for (runs/jail.py), as JSON
-WALLS_ENV = "DIAGNOSE_WALLS"         # the walls it made (or why it made none), as JSON, for the worker to report
-JAIL_MODULE = "diagnose.runs.jail"   # run as `python -S -m`: a run's own process space, network and file system
-STEP_PID = 2                         # a jailed step's pid inside its namespace: its init's first and only fork
+from diagnose.runs.jail_names import JAIL_ENV, JAIL_MODULE, STEP_PID, WALLS_ENV  # noqa: E402,F401 - shared names
 
 
 NUM = (int, float)

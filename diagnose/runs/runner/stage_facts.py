@@ -71,6 +71,8 @@ def state_of(ev: list[dict]) -> dict:
             rec["spawned"].append(str(e.get("argv", ""))[:300])
         elif e["op"] == "cut":
             rec["cut"] = True
+        elif e["op"] == "reach":       # what it tried beyond its run (worker/state.py): held by its jail
+            rec.setdefault("reached", []).append(str(e.get("path"))[:200])
         elif isinstance(e.get("path"), str):
             if e.get("inside") is False:
                 rec["outside"].append({"op": e["op"], "path": e["path"]})

@@ -320,6 +320,11 @@ class StageRunner:
             with self._lock:
                 self._active[run.id] -= 1
         st = build_stage(what, child, budget, submission, evaluated)
+        signalled = (child.jail or {}).get("signals")
+        if signalled:        # the run signalled its parent, as the harness's process: its jail's init took them
+            # worded as the worker's audit hook words a Python call (worker/state.py): one line for one attempt
+            st.state.setdefault("reached", []).extend(f"{x['signal']} to its parent (the harness)"
+                                                      for x in signalled[:20])
         after = box.snapshot()
         written: dict[str, dict] = {}
         for path, size in changed(self._snaps.get(run.id, {}), after).items():

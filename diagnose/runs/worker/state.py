@@ -12,6 +12,7 @@ files costs ten thousand set lookups, not ten thousand events. The hook never ra
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import threading
 
@@ -24,7 +25,11 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 _IGNORED_OUTSIDE = ("/proc/", "/sys/", "/dev/")
 # System places every process reads (libraries, configuration, the CUDA installation): lent, never state
 SYSTEM = ("/usr", "/lib", "/lib32", "/lib64", "/bin", "/sbin", "/etc", "/opt", "/run", "/snap", "/nix")
-_EVENTS = {"open", "os.mkdir", "os.rename", "os.remove", "subprocess.Popen", "os.posix_spawn", "os.system"}
+_EVENTS = {"open", "os.mkdir", "os.rename", "os.remove", "subprocess.Popen", "os.posix_spawn", "os.system",
+           "os.kill", "os.killpg", "socket.connect"}
+REACH_CAP = 20
+# Reaching beyond the run: a signal to its parent (the harness's process: init in the run's jail), to a process
+# group, or to every process; a connection anywhere. A pool's own workers are signalled as the pool ends: not that.
 
 
 class StateLog:
@@ -95,7 +100,26 @@ class StateLog:
         finally:
             self._busy.on = False
 
+    def _reach(self, event: str, args) -> None:
+        if event == "socket.connect":
+            what = f"connect to {args[1]!r}"[:200]
+        else:
+            target, sig = int(args[0]), int(args[1])
+            name = signal.Signals(sig).name if sig in signal.Signals._value2member_map_ else str(sig)
+            if event == "os.killpg":
+                what = f"{name} to process group {target}"
+            elif target <= 0 or target == 1 or target == os.getppid():
+                what = f"{name} to {'its parent (the harness)' if target in (1, os.getppid()) else f'pid {target}'}"
+            else:
+                return
+        if ("reach", what) in self.seen or sum(1 for op, _ in self.seen if op == "reach") >= REACH_CAP:
+            return
+        self.seen.add(("reach", what))
+        self.ch.emit("state", op="reach", path=what, inside=False, **self._caller())
+
     def _record(self, event: str, args) -> None:
+        if event in ("os.kill", "os.killpg", "socket.connect"):
+            return self._reach(event, args)
         if event in ("subprocess.Popen", "os.posix_spawn", "os.system"):
             if self.spawned < SPAWN_CAP:
                 self.spawned += 1
