@@ -15,7 +15,7 @@ MARKER_ENV = "DIAGNOSE_RUN_MARKER"   # set in every process of a run: finds its 
 FDS_ENV = "DIAGNOSE_FDS"             # "events,reply,stacks[,report]" descriptor numbers for the worker
 DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"     # the read end of the stack-dump request pipe
 CHILD_ENV = "DIAGNOSE_CHILD"         # for a problem's own evaluator's subprocess: where to send its events
-from diagnose.runs.jail_names import JAIL_ENV, JAIL_MODULE, STEP_PID, WALLS_ENV  # noqa: E402,F401 - shared names
+from diagnose.runs.jail_names import JAIL_ENV, JAIL_SCRIPT, STEP_PID, WALLS_ENV  # noqa: E402,F401 - shared names
 
 
 NUM = (int, float)

@@ -7,9 +7,9 @@ send carry those numbers. The kernel lists each process's numbers in every names
 """
 from __future__ import annotations
 
-import json
 import os
 
+from diagnose.runs.jail_names import frames
 from diagnose.runs.protocol import STEP_PID
 
 
@@ -39,18 +39,11 @@ class JailStatus:
                 self.closed = True
                 os.close(self.fd)
                 return
-            self.buf += chunk
-            *lines, self.buf = self.buf.split(b"\n")
-            for line in lines:
-                self._take(line)
+            recs, self.buf = frames(self.buf + chunk)
+            for rec in recs:
+                self._take(rec)
 
-    def _take(self, line: bytes) -> None:
-        try:
-            msg = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(msg, dict):
-            return
+    def _take(self, msg: dict) -> None:
         k = msg.get("k")
         if k == "walls":
             self.walls = {key: v for key, v in msg.items() if key != "k"}

@@ -19,7 +19,6 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 from __future__ import annotations
 
 import glob
-import json
 import os
 import select
 import signal
@@ -32,7 +31,8 @@ import uuid
 
 import psutil
 
-from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, JAIL_ENV, JAIL_MODULE, MARKER_ENV as MARKER
+from diagnose.runs.jail_names import pack
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, JAIL_ENV, JAIL_SCRIPT, MARKER_ENV as MARKER
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.boxed import JailStatus, host_pid, host_tid
 from diagnose.runs.runner.child import ChildResult, Limits, Tail, deadline_reason, describe_process
@@ -110,8 +110,8 @@ class _Child:
             st_r, st_w = os.pipe()
             self.box = JailStatus(st_r)
             child_fds.append(st_w)
-            argv = [sys.executable, "-S", "-m", JAIL_MODULE, str(st_w), "--", *argv]
-            env[JAIL_ENV] = json.dumps(self.jail)
+            argv = [sys.executable, "-S", JAIL_SCRIPT, str(st_w), "--", *argv]
+            env[JAIL_ENV] = pack(self.jail)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))

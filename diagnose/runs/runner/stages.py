@@ -46,7 +46,8 @@ TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS
 _WALL_TEST = r"""
 import json, os, socket, stat, sys
 outside, port = sys.argv[1], int(sys.argv[2])
-walls = json.loads(os.environ.get("DIAGNOSE_WALLS") or "{}")
+from diagnose.runs.jail_names import unpack
+walls = unpack(os.environ.get("DIAGNOSE_WALLS")) or {}
 seen = {int(n) for n in os.listdir("/proc") if n.isdigit()}
 def wrote():
     try:

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import atexit
 import faulthandler
-import json
 import os
 import signal
 import sys
 import time
 import traceback
 
+from diagnose.runs.jail_names import unpack
 from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, WALLS_ENV, WorkerSpec
 from diagnose.runs.subreaper import become_subreaper
 from diagnose.runs.worker import container
@@ -193,7 +193,7 @@ def _arm(spec: WorkerSpec):
 def _walls(spec: WorkerSpec) -> dict:
     """How this run is walled off: by its jail (runs/jail.py), which says so in the environment; or, where the
     kernel refused the jail's namespaces, by this process's own mount namespace where it can still have one."""
-    made = json.loads(os.environ.pop(WALLS_ENV, "null") or "null")
+    made = unpack(os.environ.pop(WALLS_ENV, None))
     if isinstance(made, dict) and made.get("jail"):
         return {"namespace": made["jail"], **{k: v for k, v in made.items() if k != "jail"}, "jail": made["jail"]}
     walls = container.enter(spec.root, spec.shared) if spec.private_mounts else \
