@@ -202,6 +202,8 @@ def prepare(i: Inputs) -> Prepared:
                         shared=tuple(p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p),
                         # what no run may see: a triage's out folder, which holds its ledger's key (triage/task.py)
                         hidden=tuple(p for p in os.environ.get("DIAGNOSE_HIDE", "").split(os.pathsep) if p),
+                        # a submission that downloads at run time: this machine's network (the report says so)
+                        network="host" if os.environ.get("DIAGNOSE_NETWORK") == "host" else "own",
                         gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
                         repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules), hooks=_worker_hooks())
     session = Session(

@@ -85,12 +85,15 @@ def _write(path: str, text: str) -> None:
 
 
 # -- outer ---------------------------------------------------------------------------------------------------
-def _unshare(libc) -> str:
-    """The run's own namespaces; through a user namespace when this process lacks the privilege."""
-    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWNET | CLONE_NEWIPC
+def _unshare(libc, net: bool) -> str:
+    """The run's own namespaces; through a user namespace when this process lacks the privilege. net=False keeps
+    this machine's network (DIAGNOSE_NETWORK=host: a submission that downloads at run time, as KernelBot's
+    containers let it; the tool's own ports are then in its reach, and every report says so)."""
+    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (CLONE_NEWNET if net else 0)
+    kind = "pid+mount+net+ipc" if net else "pid+mount+ipc"
     try:
         _check(libc.unshare(flags))
-        return "pid+mount+net+ipc"
+        return kind
     except OSError as e:
         if e.errno not in (errno.EPERM, errno.EACCES):
             raise
@@ -99,7 +102,7 @@ def _unshare(libc) -> str:
     _write("/proc/self/setgroups", "deny")
     _write("/proc/self/uid_map", f"{uid} {uid} 1")      # the same ids inside: files keep their owner
     _write("/proc/self/gid_map", f"{gid} {gid} 1")
-    return "user+pid+mount+net+ipc"
+    return "user+" + kind
 
 
 def outer(status_fd: int, argv: list[str]) -> int:
@@ -108,7 +111,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # the runner gone, the run goes
     status = status_fd
     try:
-        kind = _unshare(libc)
+        kind = _unshare(libc, (unpack(os.environ.get(JAIL_ENV)) or {}).get("net", True))
     except OSError as e:
         why = f"the kernel refused the run's own namespaces: {e}"
         os.environ[WALLS_ENV] = pack({"jail": None, "missing": list(MISSING_ALL), "why": why})
@@ -155,7 +158,7 @@ def _quiet_stdio() -> None:
 # -- init ----------------------------------------------------------------------------------------------------
 def init(libc, status, kind: str, argv: list[str]) -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # outer gone (the runner killed it), all go
-    os.setsid()          # a group of the run's own: a signal to the step's group never reaches outer
+    os.setsid()          # a session of the run's own: a signal to the step's group never reaches outer
     asked = unpack(os.environ.pop(JAIL_ENV, None)) or {}
     walls = make_walls(libc, kind, asked)
     os.environ[WALLS_ENV] = pack(walls)
@@ -164,6 +167,9 @@ def init(libc, status, kind: str, argv: list[str]) -> int:
     pid = os.fork()
     if pid == 0:
         signal.pthread_sigmask(signal.SIG_SETMASK, set())
+        # a group of the step's own, led by it: init leads its session, and a group numbered 1 would make the
+        # step's killpg(getpgrp()) a kill(-1), every process but init
+        os.setpgid(0, 0)
         _drop_caps(libc)
         try:
             os.execv(argv[0], argv)
@@ -205,10 +211,14 @@ def make_walls(libc, kind: str, asked: dict) -> dict:
     except OSError as e:
         rec["missing"].append("pid namespace")
         rec["why"] = f"/proc of the run's own was refused ({e}): /proc still lists this machine's processes"
-    try:
-        _loopback_up()
-    except OSError as e:
-        rec.setdefault("why", f"the run's loopback stayed down: {e}")
+    if "+net" not in kind:
+        rec["missing"].append("network namespace")
+        rec.setdefault("why", "this machine's network, as asked (DIAGNOSE_NETWORK=host)")
+    else:
+        try:
+            _loopback_up()
+        except OSError as e:
+            rec.setdefault("why", f"the run's loopback stayed down: {e}")
     if asked.get("root"):
         _walls_for_files(libc, asked, rec)
     return rec

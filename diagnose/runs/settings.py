@@ -31,6 +31,7 @@ class Settings:
     private_mounts: bool = True            # a private /tmp and /dev/shm for each run, where the kernel allows
     shared: tuple[str, ...] = ()           # directories of this machine's that runs may use, in place
     hidden: tuple[str, ...] = ()           # directories no run may see (the out folders): empty inside its jail
+    network: str = "own"                   # "own": a loopback of the run's own; "host": this machine's (on request)
     gpu_ids: tuple[str, ...] = ()          # --gpus: the devices to spread runs over (empty: whatever is visible)
     # -- what the diagnosis runs (the engine) --
     probes: tuple[str, ...] | None = None  # None: every probe whose suspect is present; (): none

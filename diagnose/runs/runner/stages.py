@@ -184,7 +184,7 @@ class StageRunner:
         if not s.private_mounts:
             return None
         return {"root": str(box.root), "shared": list(s.shared), "hide": list(s.hidden),
-                "paths": [p for p in sys.path if p]}
+                "paths": [p for p in sys.path if p], "net": s.network != "host"}
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:
