@@ -243,7 +243,19 @@ def _walls_for_files(libc, asked: dict, rec: dict) -> None:
         rec[key] = walls.get(key)
     if walls.get("why"):
         rec.setdefault("why", walls["why"])
-    writable = [root, *shared, *(walls.get("private") or [])]
+    # the container's own folder read-only, its areas writable: a link the run planted in the container's top
+    # level (or in the tool's folder there) is one the tool, outside the jail, would write through
+    areas = [os.path.realpath(p) for p in asked.get("writable") or [root]]
+    writable = [*areas, *shared, *(walls.get("private") or [])]
+    if root not in areas:
+        try:
+            for area in areas:        # mounts of their own first: a bind made later copies the read-only flag
+                if os.path.isdir(area) and area not in _mount_points():
+                    _mount(libc, area, area, None, MS_BIND | MS_REC)
+            _read_only_in_place(libc, root)
+        except OSError as e:
+            rec["missing"].append("read-only file system")
+            rec.setdefault("why", f"the container's own folder stays writable: {e}")
     try:
         _private_dev(libc, root)
     except OSError as e:
@@ -255,6 +267,13 @@ def _walls_for_files(libc, asked: dict, rec: dict) -> None:
     if failed:
         rec["missing"].append("read-only file system")
         rec.setdefault("why", f"{failed[0][0]} stays writable: {failed[0][1]}")
+
+
+def _read_only_in_place(libc, path: str) -> None:
+    """path becomes a read-only mount of its own, whatever is mounted below it staying as it is."""
+    if path not in _mount_points():
+        _mount(libc, path, path, None, MS_BIND | MS_REC)
+    _remount_ro(libc, path)
 
 
 def _read_only(libc, path: str) -> None:

@@ -33,6 +33,8 @@ from diagnose.runs.runner import TOOL_ROOT
 
 AREAS = ("home", "tmp", "shm", "vartmp", "work")
 TOOL_DIR = ".diagnose"
+SPAWNED_DIR = ".diagnose/spawned"   # where the processes a problem's evaluator spawns write their stacks: the one
+                                    # part of the tool's folder a run may write (the jail keeps the rest read-only)
 # How a container path reads in a report, and how deep a group of files goes under each area (a build
 # directory under ~/.cache/torch_extensions/py312_cu130/NAME is one group; /tmp/torchinductor_USER another).
 SHOWN = {"home": "~", "tmp": "/tmp", "shm": "/dev/shm", "vartmp": "/var/tmp", "work": "."}
@@ -63,7 +65,7 @@ class Container:
 
     def __init__(self, root: Path):
         self.root = root
-        for area in AREAS + (TOOL_DIR,):
+        for area in AREAS + (TOOL_DIR, SPAWNED_DIR):
             (root / area).mkdir(parents=True, exist_ok=True)
         for sub in (".cache", ".config", ".local/share"):
             (root / "home" / sub).mkdir(parents=True, exist_ok=True)

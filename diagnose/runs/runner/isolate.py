@@ -51,7 +51,7 @@ become_subreaper()
 def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Limits,
               arbiter: GpuArbiter | None = None, owner: str = "", stop: threading.Event | None = None,
               on_event=None, others=None, report: bool = False, linger: bool = False, nice: int = 0,
-              jail: dict | None = None) -> ChildResult:
+              jail: dict | None = None, spawned_stacks: str | None = None) -> ChildResult:
     """Run argv to completion or to its deadline. `on_event(ev)` sees every well-formed event as it
     arrives; `others()` names the other runs alive right now (overlap evidence); `report` gives the child
     a descriptor for a problem evaluator's own report, read back into ChildResult.report; `linger` leaves
@@ -60,6 +60,7 @@ def run_child(argv: list[str], cwd: str, env: dict, stacks_path: str, limits: Li
     `jail` (the walls asked for: runs/jail.py) runs it in a process space, network and file system of its own."""
     ensure_keeper()
     child = _Child(stacks_path, limits, arbiter, owner, stop, on_event, report, jail)
+    child.spawned_stacks = spawned_stacks or stacks_path
     child.spawn(argv, cwd, env)
     if nice:
         try:
@@ -351,7 +352,7 @@ class _Child:
         res.stacks = tail_of(self.stacks_rd, 64 * 1024)
         os.close(self.stacks_rd)
         os.close(self.dump_w)
-        res.stacks += _spawned_stacks(self.stacks_path)
+        res.stacks += _spawned_stacks(self.spawned_stacks)
         if not res.stacks.strip() and res.kernel_waits:
             res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
         return res

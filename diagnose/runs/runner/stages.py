@@ -26,7 +26,7 @@ from diagnose.runs.protocol import Depth, WorkerSpec
 from diagnose.runs.settings import Settings
 from diagnose.runs.runner import TOOL_ROOT, Job, wait_to_start
 from diagnose.runs.runner.arbiter import GpuArbiter
-from diagnose.runs.runner.container import Container, changed, group_of
+from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, changed, group_of
 from diagnose.runs.runner.child import Limits, describe_process
 from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
@@ -183,7 +183,10 @@ class StageRunner:
         s = self.settings
         if not s.private_mounts:
             return None
-        return {"root": str(box.root), "shared": list(s.shared), "hide": list(s.hidden),
+        # the container's own folder is read-only to the run (it could plant links there that the tool, outside
+        # the jail, would write through): only its areas are the run's to write
+        return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
+                "shared": list(s.shared), "hide": list(s.hidden),
                 "paths": [p for p in sys.path if p], "net": s.network != "host"}
 
     def active_others(self, run_id: str) -> list[str]:
@@ -294,8 +297,9 @@ class StageRunner:
         evaluated = bool(s.task.evaluator) and what in harness.JUDGED
         tag = stage if what == stage else f"{stage}.{what}"
         submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
+        spawned = str(box.root / SPAWNED_DIR / f"{tag}.stacks.txt")
         spec = spec_for(s, what, box, job, argv=argv, gpu_lock=arbiter is not None,
-                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=stacks)
+                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=spawned)
         budget = spec.budget_s      # one figure for both sides: the parent's deadline and the worker's watchdog
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
             env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}
@@ -311,6 +315,7 @@ class StageRunner:
             self._active[run.id] += 1
         try:
             child = run_child(python_argv(str(spec_path)), cwd=str(box.work), env=env, stacks_path=stacks,
+                              spawned_stacks=spawned,
                               limits=Limits(budget, s.max_rss_mb), arbiter=arbiter, owner=f"{run.id}/{tag}",
                               stop=stop, on_event=tagged, others=lambda: self.active_others(run.id),
                               report=evaluated, linger=True, nice=job.nice, jail=self.jail_for(box))
