@@ -89,6 +89,7 @@ JAIL_WALLS = {
     "read-only file system": "a read-only view of every other file (the out folders hidden)",
     "private /dev": "a /dev with only what a GPU program opens",
     "capabilities dropped": "no capability beyond a Docker container's",
+    "syscalls refused": "no keyring, mount or namespace calls (as Docker's default seccomp profile refuses them)",
 }
 
 

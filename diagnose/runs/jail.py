@@ -55,6 +55,9 @@ DOCKER_CAPS = {0, 1, 3, 4, 5, 6, 7, 8, 10, 13, 18, 29, 31}
 # What a GPU program opens in /dev: the rest (disks above all) stays out of a run's reach
 DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 DEVICE_PREFIXES = ("nvidia", "dri", "nvidia-caps", "kfd")
+# Masked with an empty file system: where this machine's daemons keep their Unix sockets (docker's, dbus's), which
+# a read-only mount does not close (connecting needs no write to the file system)
+MASKED = ("/run", "/var/run")
 # Read-only in the run's /proc, as in a Docker container: writing /proc/sysrq-trigger as root reboots the host
 PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs", "asound")
 SIGNALS_SEEN = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1, signal.SIGUSR2,
@@ -111,6 +114,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # the runner gone, the run goes
     status = status_fd
     try:
+        sockets = _path_sockets()      # this machine's, seen from its own network namespace: before unsharing
         kind = _unshare(libc, (unpack(os.environ.get(JAIL_ENV)) or {}).get("net", True))
     except OSError as e:
         why = f"the kernel refused the run's own namespaces: {e}"
@@ -121,7 +125,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
     pid = os.fork()
     if pid == 0:
         try:
-            os._exit(init(libc, status, kind, argv))
+            os._exit(init(libc, status, kind, argv, sockets))
         except BaseException as e:  # noqa: BLE001 - init must never fall back to the caller's code
             _say(status, "error", why=f"{type(e).__name__}: {e}")
             os._exit(70)
@@ -137,7 +141,8 @@ def outer(status_fd: int, argv: list[str]) -> int:
             return 0
 
 
-MISSING_ALL = ("pid namespace", "network namespace", "read-only file system", "private /dev")
+MISSING_ALL = ("pid namespace", "network namespace", "read-only file system", "private /dev", "capabilities dropped",
+               "syscalls refused")
 
 
 def _say(status: int, kind: str, **fields) -> None:
@@ -156,25 +161,26 @@ def _quiet_stdio() -> None:
 
 
 # -- init ----------------------------------------------------------------------------------------------------
-def init(libc, status, kind: str, argv: list[str]) -> int:
+def init(libc, status, kind: str, argv: list[str], sockets: list[str] = ()) -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # outer gone (the runner killed it), all go
     os.setsid()          # a session of the run's own: a signal to the step's group never reaches outer
     asked = unpack(os.environ.pop(JAIL_ENV, None)) or {}
-    walls = make_walls(libc, kind, asked)
+    walls = make_walls(libc, kind, asked, sockets)
     os.environ[WALLS_ENV] = pack(walls)
     _say(status, "walls", **walls)
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS_SEEN + (signal.SIGCHLD,))
     pid = os.fork()
     if pid == 0:
-        signal.pthread_sigmask(signal.SIG_SETMASK, set())
-        # a group of the step's own, led by it: init leads its session, and a group numbered 1 would make the
-        # step's killpg(getpgrp()) a kill(-1), every process but init
-        os.setpgid(0, 0)
-        _drop_caps(libc)
         try:
+            signal.pthread_sigmask(signal.SIG_SETMASK, set())
+            # a group of the step's own, led by it: init leads its session, and a group numbered 1 would make the
+            # step's killpg(getpgrp()) a kill(-1), every process but init
+            os.setpgid(0, 0)
+            _refuse_syscalls(libc)
+            _drop_caps(libc)
             os.execv(argv[0], argv)
-        except OSError as e:
-            os.write(2, f"the run's jail could not start {argv[0]}: {e}\n".encode())
+        except BaseException as e:  # noqa: BLE001 - the step never runs the jail's code past this point
+            os.write(2, f"the run's jail could not start {argv[0]}: {type(e).__name__}: {e}\n".encode())
         os._exit(127)
     _say(status, "started", pid=pid)
     _quiet_stdio()
@@ -200,7 +206,7 @@ def _reap(status, step: int) -> int:
                 _say(status, "exit", **({"code": code} if code >= 0 else {"signal": -code}))
 
 
-def make_walls(libc, kind: str, asked: dict) -> dict:
+def make_walls(libc, kind: str, asked: dict, sockets: list[str] = ()) -> dict:
     """The run's /proc, loopback and file system walls. Returns what holds, and why anything does not."""
     rec: dict = {"jail": kind, "missing": [], "hidden": [], "private": [], "kept": [], "read_only": []}
     _mount(libc, "none", "/", None, MS_REC | MS_PRIVATE)
@@ -220,11 +226,11 @@ def make_walls(libc, kind: str, asked: dict) -> dict:
         except OSError as e:
             rec.setdefault("why", f"the run's loopback stayed down: {e}")
     if asked.get("root"):
-        _walls_for_files(libc, asked, rec)
+        _walls_for_files(libc, asked, rec, sockets)
     return rec
 
 
-def _walls_for_files(libc, asked: dict, rec: dict) -> None:
+def _walls_for_files(libc, asked: dict, rec: dict, sockets: list[str] = ()) -> None:
     from diagnose.runs.worker import container
     root, shared = os.path.realpath(asked["root"]), [os.path.realpath(p) for p in asked.get("shared") or []]
     hidden = [os.path.realpath(p) for p in asked.get("hide") or [] if os.path.isdir(p)]
@@ -238,6 +244,18 @@ def _walls_for_files(libc, asked: dict, rec: dict) -> None:
             rec["hidden"].append(path)
         except OSError as e:
             rec.setdefault("why", f"{path} is not hidden from the run: {e}")
+    try:
+        _alone_in_parent(libc, root, asked.get("tmpdir") and os.path.realpath(asked["tmpdir"]),
+                         [os.path.realpath(n) for n in needed])
+    except OSError as e:
+        rec["missing"].append("read-only file system")
+        rec.setdefault("why", f"other runs' containers beside this one stay in its reach: {e}")
+    for place in MASKED:      # where this machine's daemons keep their sockets (a socket is found by its path)
+        if os.path.isdir(place) and not os.path.islink(place) and not any(container.under(n, place) for n in needed):
+            try:
+                _mount(libc, "none", place, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=64k,mode=0755")
+            except OSError as e:
+                rec.setdefault("why", f"{place} is not masked: {e}")
     walls = container.enter(root, shared, unshare=False, paths=asked.get("paths"))
     for key in ("private", "kept", "read_only", "home", "shared"):
         rec[key] = walls.get(key)
@@ -263,10 +281,66 @@ def _walls_for_files(libc, asked: dict, rec: dict) -> None:
         rec.setdefault("why", f"/dev stays this machine's: {e}")
     else:
         writable.append("/dev/shm")
+    rec["sockets_closed"] = _close_sockets(libc, sockets, root)
     failed = _all_read_only(libc, writable)
     if failed:
         rec["missing"].append("read-only file system")
         rec.setdefault("why", f"{failed[0][0]} stays writable: {failed[0][1]}")
+
+
+def _alone_in_parent(libc, root: str, tmpdir: str | None, needed: list[str]) -> None:
+    """The runner's TMPDIR (where every diagnose command keeps its runs' containers), or failing that the folder of
+    this command's runs, shows this run's container alone: an empty file system over it, with the container bound
+    back in place. Under a private /tmp this is so already; a TMPDIR elsewhere would otherwise show the other runs'
+    containers, read-only. A folder that holds anything else the run needs (the Python installation) is left."""
+    from diagnose.runs.worker.container import under
+    tops = [t for t in (tmpdir, os.path.dirname(root)) if t and under(root, t) and t != root]
+    top = next((t for t in tops if not any(under(n, t) and not under(n, root) for n in needed)), None)
+    if top is None:
+        return
+    fd = os.open(root, os.O_PATH | os.O_DIRECTORY)
+    try:
+        _mount(libc, "none", top, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=0755")
+        os.makedirs(root)
+        _mount(libc, f"/proc/self/fd/{fd}", root, None, MS_BIND | MS_REC)
+    finally:
+        os.close(fd)
+
+
+SOCKETS_CAP = 4000
+
+
+def _path_sockets() -> list[str]:
+    """Every Unix socket of this machine bound to a path (/proc/net/unix, in this machine's network namespace)."""
+    out = []
+    try:
+        with open("/proc/net/unix") as fh:
+            next(fh, None)
+            for line in fh:
+                f = line.split(None, 7)
+                if len(f) == 8 and f[7].startswith("/"):
+                    out.append(f[7].rstrip("\n"))
+    except OSError:
+        return []
+    return out[:SOCKETS_CAP]
+
+
+def _close_sockets(libc, sockets, root: str) -> int:
+    """/dev/null over each of this machine's Unix sockets that the run could still reach by its path: the network
+    namespace does not close them (a path socket is found through the file system), nor does a read-only mount
+    (connecting writes nothing). Those bound later than the run's start stay open. Returns how many were closed."""
+    import stat
+    from diagnose.runs.worker.container import under
+    closed = 0
+    for path in dict.fromkeys(sockets):
+        try:
+            if under(os.path.realpath(path), root) or not stat.S_ISSOCK(os.lstat(path).st_mode):
+                continue          # the run's own, or not there in the run's view (a private /tmp, a mask)
+            _mount(libc, "/dev/null", path, None, MS_BIND)
+            closed += 1
+        except OSError:
+            continue
+    return closed
 
 
 def _read_only_in_place(libc, path: str) -> None:
@@ -361,6 +435,42 @@ def _loopback_up() -> None:
         req = struct.pack("16sH22x", b"lo", 0)
         flags = struct.unpack("16sH22x", fcntl.ioctl(s, siocgifflags, req))[1]
         fcntl.ioctl(s, siocsifflags, struct.pack("16sH22x", b"lo", flags | iff_up))
+
+
+# Refused with EPERM, as Docker's default seccomp profile refuses them: the kernel's keyrings are per user, not per
+# namespace (a run could read this machine's keys, or leave one behind); the rest would undo or dodge the walls.
+# By architecture (AUDIT_ARCH_*): add_key, request_key, keyctl, unshare, setns, mount, umount2, pivot_root, bpf,
+# open_by_handle_at, kexec_load, init_module, finit_module, delete_module, userfaultfd.
+REFUSED_SYSCALLS = {
+    0xC000003E: (248, 249, 250, 272, 308, 165, 166, 155, 321, 304, 246, 175, 313, 176, 323),      # x86_64
+    0xC00000B7: (217, 218, 219, 97, 268, 40, 39, 41, 280, 265, 104, 105, 273, 106, 282),           # aarch64
+}
+
+
+def _refuse_syscalls(libc) -> None:
+    """A seccomp filter on the step and all it starts: REFUSED_SYSCALLS fail with EPERM, everything else runs."""
+    import struct
+    ld_abs, jeq, ret = 0x20, 0x15, 0x06     # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    allow, kill, eperm = 0x7FFF0000, 0x80000000, 0x00050000 | 1      # SECCOMP_RET_ALLOW, KILL_PROCESS, ERRNO(EPERM)
+    arch = next((a for a in REFUSED_SYSCALLS if _this_arch(a)), None)
+    if arch is None:
+        return
+    nrs = REFUSED_SYSCALLS[arch]
+    prog = [(ld_abs, 0, 0, 4), (jeq, 1, 0, arch), (ret, 0, 0, kill), (ld_abs, 0, 0, 0)]
+    for i, nr in enumerate(nrs):       # jump to the EPERM at the end if it is one of them
+        prog.append((jeq, len(nrs) - i, 0, nr))
+    prog += [(ret, 0, 0, allow), (ret, 0, 0, eperm)]
+    raw = b"".join(struct.pack("=HBBI", *ins) for ins in prog)
+    buf = ctypes.create_string_buffer(raw)
+    fprog = struct.pack("@HP", len(prog), ctypes.addressof(buf))      # struct sock_fprog, native alignment
+    fbuf = ctypes.create_string_buffer(fprog)
+    pr_set_seccomp, seccomp_mode_filter = 22, 2
+    _check(libc.prctl(pr_set_seccomp, seccomp_mode_filter, fbuf, 0, 0))
+
+
+def _this_arch(audit_arch: int) -> bool:
+    import platform
+    return {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}.get(platform.machine()) == audit_arch
 
 
 def _drop_caps(libc) -> None:

@@ -7,7 +7,8 @@
 #   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
 #         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget $TRIAGE_BUDGET, default 60, into reports/examples/NAME) | alone:NAME (its checks, in turn) |
 #         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
-#         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare)
+#         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare) |
+#         boundary:x (two cards: six files with two hostile ones beside them, and the six alone; their rows compared)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/out}/r; mkdir -p "$R" reports/examples
@@ -78,6 +79,19 @@ for part in "$@"; do
               timeout 480 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
                 --budget "${TRIAGE_BUDGET:-60}" ${gpus:+--gpus "$gpus"} --out "reports/examples/$name" > "$R/$name.txt" 2>&1
               rc=$?; mkdir -p "$R/$name"; cp -r reports/examples/$name/. "$R/$name/" 2>/dev/null; tail -3 "$R/$name.txt" ;;
+    boundary:*) # six files of the triage set with two hostile ones on card 0, the six alone on card 1, at once
+             files=".problems/triage/vectoradd_triton.py .problems/triage/vectorsum_torch.py .problems/triage/matmul_low_precision.py .problems/triage/conv2d_ref.py tests/fixtures/gpu/triton_autotune.py tests/fixtures/gpu/illegal_access.py"
+             h=reports/examples/triage-hostile; c=reports/examples/triage-without-hostile; mkdir -p .problems/hostile
+             # the forger is told the triage's out folder: a file that guessed it right must still reach nothing
+             sed "s#__OUT__#$PWD/$h#" tests/fixtures/triage_hostile/forger_vectoradd.py > .problems/hostile/forger.py
+             cp tests/fixtures/triage_hostile/killer_vectoradd.py .problems/hostile/killer.py
+             timeout 520 python3 -m diagnose triage $files .problems/hostile/forger.py .problems/hostile/killer.py \
+               --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" --gpus 0 --out "$h" > "$R/hostile.txt" 2>&1 &
+             timeout 520 python3 -m diagnose triage $files --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" \
+               --gpus 1 --out "$c" > "$R/without.txt" 2>&1 &
+             wait; rc=$?; tail -4 "$R/hostile.txt" "$R/without.txt"
+             python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare.txt"
+             mkdir -p "$R/triage-hostile" "$R/triage-without-hostile"; cp -r $h/. "$R/triage-hostile/"; cp -r $c/. "$R/triage-without-hostile/" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
              end=$(( $(date +%s) + 480 )); rc=0
              for f in $(cat tests/gpu/triage_set.txt); do

@@ -130,32 +130,75 @@ class Container:
             shutil.copytree(other.root / area, self.root / area, symlinks=True, dirs_exist_ok=True,
                             ignore_dangling_symlinks=True)
 
+    def _area(self, area: str) -> int:
+        """A descriptor of one of the container's areas, never through a link: what a run (or a process it left
+        running) put in the container is the run's, and the tool, which writes there, follows none of it."""
+        root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            return os.open(area, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=root)
+        finally:
+            os.close(root)
+
     def place(self, files: dict[str, bytes]) -> None:
-        """Write the stage's files into the working directory, as the harness writes its sources."""
-        for name, data in files.items():
-            path = self.work / name
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path)
-            elif path.exists() or path.is_symlink():
-                path.unlink()
-            path.write_bytes(data)
+        """Write the stage's files into the working directory, as the harness writes its sources: each a new file,
+        made where nothing is (a link a lingering process puts back meanwhile makes it try again, never follow)."""
+        work = self._area("work")
+        try:
+            for name, data in files.items():
+                _write_new(work, name, data)
+        finally:
+            os.close(work)
 
     def cases_file(self, lines: list[str]) -> Path:
         """The stage's cases, where kernelbot's NamedTemporaryFile puts them: a tmpXXXXXXXX in the container's
         /tmp, removed with the stage's files."""
-        import tempfile
-        fd, path = tempfile.mkstemp(prefix="tmp", dir=self.root / "tmp")
-        with os.fdopen(fd, "w") as fh:
-            fh.write("".join(line + "\n" for line in lines))
-        return Path(path)
+        import secrets
+        tmp = self._area("tmp")
+        try:
+            name = "tmp" + secrets.token_hex(4)
+            _write_new(tmp, name, "".join(line + "\n" for line in lines).encode())
+        finally:
+            os.close(tmp)
+        return self.root / "tmp" / name
 
     def unplace(self, names) -> None:
         """Remove the stage's files again, as the harness does after each stage."""
         for name in names:
+            path = Path(name)
+            area = "tmp" if path.is_absolute() else "work"      # an absolute path: the cases file
             try:
-                (self.work / name).unlink()     # an absolute path (the cases file) replaces the work dir
+                fd = self._area(area)
+            except OSError:
+                continue
+            try:
+                os.unlink(path.name if path.is_absolute() else name, dir_fd=fd)
             except (FileNotFoundError, IsADirectoryError, PermissionError):
                 pass
+            finally:
+                os.close(fd)
+
+
+def _write_new(dir_fd: int, name: str, data: bytes) -> None:
+    """A new regular file `name` in that directory, whatever was there (a file, a link, a folder) removed first."""
+    for _ in range(20):
+        try:
+            st = os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            st = None
+        if st is not None:
+            import stat as st_mod
+            if st_mod.S_ISDIR(st.st_mode):
+                shutil.rmtree(name, dir_fd=dir_fd)
+            else:
+                os.unlink(name, dir_fd=dir_fd)
+        try:
+            fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=dir_fd)
+        except FileExistsError:
+            continue            # put back meanwhile: remove it again
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        return
+    raise OSError(f"{name}: something kept putting a file back in its place")
 
 
 # Variables every run gets a value of its own for (the container's places): not "left out", replaced.

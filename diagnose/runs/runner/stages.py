@@ -69,14 +69,21 @@ def disks():
         except OSError:
             pass
     return False
+def keyring():
+    import ctypes, platform
+    nr = {"x86_64": 248, "aarch64": 217}.get(platform.machine())
+    if nr is None:
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.syscall(nr, b"user", b"diagnose-wall-test", b"x", 1, -4) >= 0   # add_key to the user's keyring
 caps = int(next(x for x in open("/proc/self/status") if x.startswith("CapEff:")).split()[1], 16)
 print(json.dumps({"walls": walls, "pid namespace": seen <= {1, os.getpid()}, "network namespace": not reached(),
                   "read-only file system": not wrote(), "private /dev": not disks(),
-                  "capabilities dropped": not caps & (1 << 21)}))
+                  "capabilities dropped": not caps & (1 << 21), "syscalls refused": not keyring()}))
 """
 # The walls a run lacks when the user leaves them off (DIAGNOSE_PRIVATE_MOUNTS=0) or the check cannot run
 MISSING_WHEN_OFF = ("pid namespace", "network namespace", "read-only file system", "private /dev",
-                    "capabilities dropped")
+                    "capabilities dropped", "syscalls refused")
 
 
 def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
@@ -186,8 +193,11 @@ class StageRunner:
         # the container's own folder is read-only to the run (it could plant links there that the tool, outside
         # the jail, would write through): only its areas are the run's to write
         return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
+                "tmpdir": str(self._tmp.parent),
                 "shared": list(s.shared), "hide": list(s.hidden),
-                "paths": [p for p in sys.path if p], "net": s.network != "host"}
+                # what the worker imports from: not the folder the user ran the tool in (sys.path's first entry under
+                # `python -m`), which the worker never needs and which may hold everything else
+                "paths": [p for p in sys.path[1:] if p], "net": s.network != "host"}
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:

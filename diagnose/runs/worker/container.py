@@ -86,8 +86,15 @@ def _make_private(libc, target: str, source: str, keep: list[str], writable: lis
             for p, fd in zip(keep, fds):
                 os.makedirs(p, exist_ok=True)
                 _mount(libc, f"/proc/self/fd/{fd}", p, MS_BIND | MS_REC)
-                if not any(under(p, w) or under(w, p) for w in writable):
-                    _call(libc.mount, None, p.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
+                if any(under(p, w) for w in writable):
+                    continue            # the run's own container, or a directory shared on purpose
+                # a kept directory that holds the container (the runner started in a folder above its TMPDIR) is
+                # read-only like the rest; the container inside it first becomes a mount of its own, writable (a
+                # bind made after the remount would copy its read-only flag)
+                for w in writable:
+                    if under(w, p) and w != p and os.path.isdir(w):
+                        _mount(libc, w, w, MS_BIND | MS_REC)
+                _call(libc.mount, None, p.encode(), None, MS_BIND | MS_REMOUNT | MS_RDONLY, None)
         except OSError:
             libc.umount2(target.encode(), MNT_DETACH)
             raise
