@@ -111,6 +111,18 @@ def _ran_on_gpu(st: StageResult) -> bool:
     return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
 
 
+def walls_here(private_mounts: bool = True, network: str = "own") -> dict:
+    """How each run would be walled off on this machine (StageRunner.isolation), for a command that starts no run
+    itself: a triage says it once, at the top."""
+    from diagnose.tasks.loader import load_task
+    runner = StageRunner(Settings(task=load_task(None, "fp8-dual-gemm", small=True), stages=("test",),
+                                  private_mounts=private_mounts, network=network))
+    try:
+        return runner.isolation()
+    finally:
+        runner.close()
+
+
 class StageRunner:
     """Runs jobs for real, over the settings' GPUs (none named: whatever is visible); `concurrent` turns on
     GPU arbitration (needed only when runs overlap)."""
