@@ -74,8 +74,9 @@ def test_the_forger_reached_neither_the_ledger_nor_a_report(triaged):
 def test_the_killer_ends_only_its_own_run_and_its_row_says_what_it_tried(triaged):
     _, _, out, _, _ = triaged
     killer = _rows(out)["killer.py"]
-    # its last attempt, SIGINT to its own group, reaches its own process as it would in KernelBot's container
-    assert killer["status"] == "crash" and "KeyboardInterrupt" in (killer["why"] or ""), killer
+    # its last attempt, SIGINT to its own group, reaches its own process as it would in KernelBot's container: the
+    # harness's pool worker dies at import, and the stage waits for it to its timeout (the tool says so)
+    assert killer["status"] in ("timeout", "crash") and "KeyboardInterrupt" in (killer["why"] or ""), killer
     session = json.loads((out / killer["report"] / "session.json").read_text())
     tried = " ".join(session["harness"]["container"].get("tried") or [])
     assert "SIGINT to its parent (the harness)" in tried and "SIGKILL to its parent" in tried, tried

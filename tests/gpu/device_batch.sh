@@ -89,7 +89,7 @@ for part in "$@"; do
                --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" --gpus 0 --out "$h" > "$R/hostile.txt" 2>&1 &
              timeout 520 python3 -m diagnose triage $files --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" \
                --gpus 1 --out "$c" > "$R/without.txt" 2>&1 &
-             wait; rc=$?; tail -4 "$R/hostile.txt" "$R/without.txt"
+             wait; rc=$?; tail -n 4 "$R/hostile.txt" "$R/without.txt"
              python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare.txt"
              mkdir -p "$R/triage-hostile" "$R/triage-without-hostile"; cp -r $h/. "$R/triage-hostile/"; cp -r $c/. "$R/triage-without-hostile/" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
