@@ -166,6 +166,18 @@ def _worker_hooks() -> tuple[str, ...]:
     return tuple(worker_hooks())
 
 
+def _walls_asked() -> dict:
+    """How the user asks each run to be walled off, from the environment (each named in the report)."""
+    paths = lambda name: tuple(p for p in os.environ.get(name, "").split(os.pathsep) if p)  # noqa: E731
+    # where the kernel's namespaces misbehave, they can be left off; directories of this machine's the runs may
+    # use in place (DIAGNOSE_SHARE: state outside every container, reads there are this machine's state); what no
+    # run may see (DIAGNOSE_HIDE: a triage's out folder, which holds its ledger's key); this machine's network for
+    # a submission that downloads at run time (DIAGNOSE_NETWORK=host)
+    network = "host" if os.environ.get("DIAGNOSE_NETWORK") == "host" else "own"
+    return dict(private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0", shared=paths("DIAGNOSE_SHARE"),
+                hidden=paths("DIAGNOSE_HIDE"), network=network)
+
+
 def prepare(i: Inputs) -> Prepared:
     from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.protocol import Depth
@@ -195,15 +207,7 @@ def prepare(i: Inputs) -> Prepared:
                         budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
                         depth=Depth.FULL if i.full else Depth.PREDICT, sample_repeats=i.sample_repeats,
                         max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
-                        # where the kernel's namespaces misbehave, they can be left off (and the report says so)
-                        private_mounts=os.environ.get("DIAGNOSE_PRIVATE_MOUNTS", "1") != "0",
-                        # directories of this machine's the runs may use in place: state outside every
-                        # container, which a report names (reads there are this machine's state)
-                        shared=tuple(p for p in os.environ.get("DIAGNOSE_SHARE", "").split(os.pathsep) if p),
-                        # what no run may see: a triage's out folder, which holds its ledger's key (triage/task.py)
-                        hidden=tuple(p for p in os.environ.get("DIAGNOSE_HIDE", "").split(os.pathsep) if p),
-                        # a submission that downloads at run time: this machine's network (the report says so)
-                        network="host" if os.environ.get("DIAGNOSE_NETWORK") == "host" else "own",
+                        **_walls_asked(),
                         gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
                         repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules), hooks=_worker_hooks())
     session = Session(

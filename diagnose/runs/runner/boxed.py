@@ -8,9 +8,11 @@ send carry those numbers. The kernel lists each process's numbers in every names
 from __future__ import annotations
 
 import os
+import signal
+import sys
+import time
 
-from diagnose.runs.jail_names import frames
-from diagnose.runs.protocol import STEP_PID
+from diagnose.runs.jail_names import JAIL_ENV, JAIL_SCRIPT, STEP_PID, frames, pack
 
 
 class JailStatus:
@@ -26,6 +28,7 @@ class JailStatus:
         self.exit: int | None = None         # as Popen.returncode: the code, or minus the signal
         self.signals: list[dict] = []        # signals the run sent its parent (init), with the sender's pid
         self.closed = False
+        self.write_fd: int | None = None     # the child's end, until the child has it
 
     def read(self) -> None:
         while not self.closed:
@@ -64,6 +67,96 @@ class JailStatus:
 
     def inner_step(self) -> int:
         return self.step or STEP_PID
+
+
+def jailed(argv: list[str], env: dict, asked: dict) -> tuple[JailStatus, list[str], dict]:
+    """argv started in a jail (runs/jail.py) with the walls asked for: the status it will say things on (its
+    write_fd goes to the child, which the caller closes once it has started), the argv and the environment."""
+    st_r, st_w = os.pipe()
+    box = JailStatus(st_r)
+    box.write_fd = st_w
+    return box, [sys.executable, "-S", JAIL_SCRIPT, str(st_w), "--", *argv], {**env, JAIL_ENV: pack(asked)}
+
+
+class JailedStep:
+    """A step started in its jail, as run_child watches it: its exit (init says it; outer and init live on while
+    what the step started lives), and its processes as this machine numbers them."""
+
+    def __init__(self, proc, box: JailStatus, tree, parser):
+        self.proc, self.box, self.tree, self.parser = proc, box, tree, parser
+        self._host: int | None = None
+
+    @property
+    def jailed(self) -> bool:
+        return self.box.jailed
+
+    def status(self) -> None:
+        """What init said since the last look (written before anything of the step's can be)."""
+        box = self.box
+        if box.closed:
+            return
+        box.read()
+        if box.jailed:
+            self.parser.worker_pid = box.inner_step()
+            self.tree.infra.add(self.proc.pid)
+            if len(self.tree.infra) < 2 and box.step is not None:
+                init = self.host_of(1)
+                if init:
+                    self.tree.infra.add(init)
+
+    def poll(self) -> int | None:
+        """The step's exit status once it has exited; unjailed, or where the jail failed before the step, outer's."""
+        rc = self.proc.poll()
+        self.status()
+        if self.box.exit is not None:
+            return self.box.exit
+        if not self.box.jailed:
+            return rc
+        if rc is not None or self.box.closed:       # init is gone without a word of the step's end: it was killed
+            self.status()
+            return self.box.exit if self.box.exit is not None else -signal.SIGKILL
+        return None
+
+    def wait(self, timeout_s: float = 5.0) -> int:
+        deadline = time.time() + timeout_s
+        while True:
+            rc = self.poll()
+            if rc is not None:
+                return rc
+            if time.time() > deadline:
+                return -signal.SIGKILL
+            time.sleep(0.02)
+
+    def pid(self) -> int:
+        """The step's process as this machine numbers it (outer's own until the jail has started it)."""
+        if not self.box.jailed:
+            return self.proc.pid
+        if self._host is None:
+            self._host = self.host_of(self.box.inner_step())
+        return self._host or self.proc.pid
+
+    def host_of(self, inner: int) -> int | None:
+        """This machine's number for a process of the run that named itself `inner` in an event."""
+        if not self.box.jailed:
+            return inner
+        self.tree.scan(fresh=True)
+        return host_pid([p.pid for p in self.tree.procs.values()], inner)
+
+    def view(self) -> "StepView":
+        return StepView(self)
+
+
+class StepView:
+    """The step as ask_for_stacks needs it (pid, poll, send_signal)."""
+
+    def __init__(self, step: JailedStep):
+        self.step, self.pid = step, step.pid()
+
+    def poll(self):
+        return self.step.poll()
+
+    def send_signal(self, sig: int) -> None:
+        os.kill(self.pid, sig)
 
 
 def ns_pid(pid: int, task: int | None = None) -> int | None:

@@ -267,3 +267,13 @@ def _user() -> str:
         return getpass.getuser()
     except (KeyError, OSError):
         return str(os.getuid())
+
+
+def child_env(box: Container, gpu: str | None) -> dict:
+    """The environment of a run's step: the container's (Container.env), the tool importable, the card pinned."""
+    env = box.env(dict(os.environ))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if gpu is not None:
+        env["CUDA_VISIBLE_DEVICES"] = gpu
+    return env

@@ -18,11 +18,9 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 """
 from __future__ import annotations
 
-import glob
 import os
 import select
 import signal
-import stat
 import subprocess
 import sys
 import threading
@@ -31,14 +29,13 @@ import uuid
 
 import psutil
 
-from diagnose.runs.jail_names import pack
-from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, JAIL_ENV, JAIL_SCRIPT, MARKER_ENV as MARKER
+from diagnose.runs.protocol import DUMP_FD_ENV, FDS_ENV, MARKER_ENV as MARKER
 from diagnose.runs.runner.arbiter import GpuArbiter
-from diagnose.runs.runner.boxed import JailStatus, host_pid, host_tid
+from diagnose.runs.runner.boxed import JailedStep, JailStatus, jailed
 from diagnose.runs.runner.child import ChildResult, Limits, Tail, deadline_reason, describe_process
 from diagnose.runs.runner.events import EventParser
 from diagnose.runs.runner.process_tree import ProcessTree, ensure_keeper, host_cpu_s
-from diagnose.runs.runner.stacks import ask_for_stacks, signame, tail_of
+from diagnose.runs.runner.stacks import dump_stacks, signame, spawned_stacks, tail_of
 from diagnose.runs.subreaper import become_subreaper
 
 POLL_S = 0.1
@@ -101,18 +98,15 @@ class _Child:
         os.set_blocking(self.ev_r, False)
         self.jail = jail
         self.box: JailStatus | None = None
-        self._step_host: int | None = None
+        self.step: JailedStep | None = None      # the step in its jail: its exit, and its pids as this machine's
 
     def spawn(self, argv: list[str], cwd: str, env: dict) -> None:
         child_fds = [self.ev_w, self.rep_r, self.stacks_fd] + ([self.pop_w] if self.pop_w is not None else [])
         env = {**env, MARKER: self.marker, FDS_ENV: ",".join(map(str, child_fds)), DUMP_FD_ENV: str(self.dump_r)}
         child_fds.append(self.dump_r)
         if self.jail is not None:
-            st_r, st_w = os.pipe()
-            self.box = JailStatus(st_r)
-            child_fds.append(st_w)
-            argv = [sys.executable, "-S", JAIL_SCRIPT, str(st_w), "--", *argv]
-            env[JAIL_ENV] = pack(self.jail)
+            self.box, argv, env = jailed(argv, env, self.jail)
+            child_fds.append(self.box.write_fd)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, start_new_session=True, pass_fds=tuple(child_fds))
@@ -125,6 +119,8 @@ class _Child:
         self.out, self.err = Tail(proc.stdout), Tail(proc.stderr)
         self.parser = EventParser(worker_pid=proc.pid)     # until the jail says the step's number inside
         self.tree = ProcessTree(psutil.Process(proc.pid), self.marker)
+        if self.box is not None:
+            self.step = JailedStep(proc, self.box, self.tree, self.parser)
         if self.arbiter:
             self.arbiter.register(self.owner,
                                   lambda on: self.tree.signal(proc.pid, signal.SIGSTOP if on else signal.SIGCONT))
@@ -150,57 +146,15 @@ class _Child:
         elif self.on_event:
             self.on_event(ev)
 
-    def _status(self) -> None:
-        """What the jail's init said since the last look (written before anything of the step's can be)."""
-        box = self.box
-        if box is None or box.closed:
-            return
-        box.read()
-        if box.jailed:
-            self.parser.worker_pid = box.inner_step()
-            if not self.tree.infra:
-                self.tree.infra.add(self.proc.pid)
-            if len(self.tree.infra) < 2 and box.step is not None:
-                init = self.host_of(1)
-                if init:
-                    self.tree.infra.add(init)
-
     def poll(self) -> int | None:
-        """The step's exit status, once it has exited: the jail's init says so (outer and init live on while
-        what the step started lives); unjailed, or where the jail failed before the step, outer's own."""
-        rc = self.proc.poll()
-        box = self.box
-        if box is None:
-            return rc
-        self._status()
-        if box.exit is not None:
-            return box.exit
-        if not box.jailed:
-            return rc
-        if rc is not None or box.closed:       # init is gone without a word of the step's end: it was killed
-            self._status()
-            return box.exit if box.exit is not None else -signal.SIGKILL
-        return None
-
-    def step_pid(self) -> int:
-        """The step's process as this machine numbers it (outer's own until the jail has started it)."""
-        box = self.box
-        if box is None or not box.jailed:
-            return self.proc.pid
-        if self._step_host is None:
-            self.tree.scan(fresh=True)
-            self._step_host = host_pid([p.pid for p in self.tree.procs.values()], box.inner_step())
-        return self._step_host or self.proc.pid
+        return self.step.poll() if self.step else self.proc.poll()
 
     def host_of(self, inner: int) -> int | None:
-        """This machine's number for a process of the run that named itself `inner` in an event."""
-        if self.box is None or not self.box.jailed:
-            return inner
-        self.tree.scan(fresh=True)
-        return host_pid([p.pid for p in self.tree.procs.values()], inner)
+        return self.step.host_of(inner) if self.step else inner
 
     def drain(self, block_s: float) -> None:
-        self._status()
+        if self.step:
+            self.step.status()
         try:
             ready, _, _ = select.select([self.ev_r], [], [], block_s)
         except (OSError, ValueError):
@@ -251,32 +205,16 @@ class _Child:
             if reason:
                 self.res.killed, self.res.kill_t = reason, now
                 self.res.exited_s = round(exited - self.res.start_t, 4)
+                step = self.step.pid() if self.step else self.proc.pid
                 self.res.held_by = [describe_process(p) for p in self.tree.alive(work_only=True)
-                                    if p.pid not in (self.proc.pid, self._step_host)][:5]
+                                    if p.pid not in (self.proc.pid, step)][:5]
 
     def _dump_stacks(self) -> None:
-        """Every thread's stack from the worker, and from the processes the evaluator spawned (files of their own).
-        The events name them by their numbers inside the run's jail: this machine's are found for each."""
-        pid = self.parser.worker_pid
-        dump_tid = next((e.get("dump_tid") for e in self.parser.events if e["k"] == "worker_start"
-                         and e["pid"] == pid), None)
-        spawned = 0
-        for e in self.parser.events:
-            if e["k"] == "worker_start" and e.get("child") and e["pid"] != pid:
-                host = self.host_of(e["pid"])
-                try:
-                    if host:
-                        os.kill(host, signal.SIGUSR1)
-                        spawned += 1
-                except OSError:
-                    pass
-        step = _StepView(self)
-        if isinstance(dump_tid, int) and self.box is not None and self.box.jailed:
-            dump_tid = host_tid(step.pid, dump_tid)
-        self.res.kernel_waits = ask_for_stacks(step, self.stacks_rd, self.dump_w,
-                                               dump_tid if isinstance(dump_tid, int) else None)
-        if spawned:
-            time.sleep(0.5)     # their files, too, need a moment
+        """Every thread's stack from the worker, and from the processes the evaluator spawned (stacks.py)."""
+        step = self.step.view() if self.step else self.proc
+        translate = self.step.jailed if self.step else False
+        self.res.kernel_waits = dump_stacks(self.parser.events, self.parser.worker_pid, step, self.host_of,
+                                            translate, self.stacks_rd, self.dump_w)
 
     # -- its end ---------------------------------------------------------------------------------------
     def end(self, linger: bool) -> int:
@@ -288,27 +226,14 @@ class _Child:
             # As in the harness's container: the step's own process ends (the harness kills only it), what it
             # started lives on until the run's container ends (StageRunner kills it then)
             try:
-                os.kill(self.step_pid(), signal.SIGKILL)
+                os.kill(self.step.pid() if self.step else self.proc.pid, signal.SIGKILL)
             except OSError:
                 pass
             self.res.lingering = self.tree
-            return self._wait_step()
+            return self.step.wait() if self.step else self.proc.wait()
         self.res.survivors = self.tree.kill_all(self.proc.pid)
         self.proc.wait()
-        return self._wait_step()
-
-    def _wait_step(self) -> int:
-        """The step's exit status (jailed: once init has said it, or outer has gone)."""
-        if self.box is None:
-            return self.proc.wait()
-        deadline = time.time() + 5.0
-        while True:
-            rc = self.poll()
-            if rc is not None:
-                return rc
-            if time.time() > deadline:
-                return -signal.SIGKILL
-            time.sleep(0.02)
+        return self.step.wait() if self.step else self.proc.returncode
 
     def close_lock(self) -> None:
         if self.arbiter:
@@ -327,10 +252,10 @@ class _Child:
             self.popcorn.join(2.0)
             res.report = self.popcorn.text()
         res.exit_code, res.signal = (rc, None) if rc >= 0 else (None, signame(-rc))
-        res.pid = self.step_pid()
+        res.pid = self.step.pid() if self.step else self.proc.pid
         res.max_procs = max(0, res.max_procs - len(self.tree.infra))
-        if self.box is not None:
-            self._status()
+        if self.step is not None:
+            self.step.status()
             box = self.box
             res.jail = {"walls": box.walls, "refused": box.refused, "error": box.error, "signals": box.signals}
         res.cpu_s = sum(u + s for u, s in tree.cpu.values())
@@ -352,7 +277,7 @@ class _Child:
         res.stacks = tail_of(self.stacks_rd, 64 * 1024)
         os.close(self.stacks_rd)
         os.close(self.dump_w)
-        res.stacks += _spawned_stacks(self.spawned_stacks)
+        res.stacks += spawned_stacks(self.spawned_stacks)
         if not res.stacks.strip() and res.kernel_waits:
             res.stacks = ("(the process wrote no Python stacks when asked; the kernel says:)\n" + res.kernel_waits)
         return res
@@ -367,36 +292,6 @@ class _Child:
         res.lock_waits = [{"start_s": round(a - res.start_t, 4), "seconds": round(b - a, 4), "mode": k}
                           for a, b, k in ivs]
         res.held_up = [(a, b) for a, b, k in ivs if k != "overrun"]
-
-
-class _StepView:
-    """The step as ask_for_stacks needs it (pid, poll, send_signal), whether or not it runs in a jail."""
-
-    def __init__(self, child: _Child):
-        self.child, self.pid = child, child.step_pid()
-
-    def poll(self):
-        return self.child.poll()
-
-    def send_signal(self, sig: int) -> None:
-        os.kill(self.pid, sig)
-
-
-def _spawned_stacks(stacks_path: str) -> str:
-    """The stacks the evaluator's pool workers wrote, each into a file of its own beside ours."""
-    out = ""
-    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):
-        try:   # non-blocking, and only a regular file: these paths are in the submission's reach
-            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            text = tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
-        finally:
-            os.close(fd)
-        if text.strip():
-            out += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
-    return out
 
 
 def python_argv(spec_path: str) -> list[str]:

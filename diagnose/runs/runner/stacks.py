@@ -5,8 +5,10 @@ thread), the kernel's wait channels, signal names, and the tails of its streams.
 from __future__ import annotations
 
 import ctypes
+import glob
 import os
 import signal
+import stat
 import subprocess
 import time
 
@@ -97,3 +99,46 @@ def _grown(proc: subprocess.Popen, stacks_rd: int, wait_s: float) -> bool:
             return True
         last = size
     return bool(size)
+
+
+def spawned_stacks(stacks_path: str) -> str:
+    """The stacks the evaluator's pool workers wrote, each into a file of its own beside ours."""
+    out = ""
+    for path in sorted(glob.glob(glob.escape(stacks_path) + ".*")):
+        try:   # non-blocking, and only a regular file: these paths are in the submission's reach
+            fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW)
+        except OSError:
+            continue
+        try:
+            text = tail_of(fd, 32 * 1024) if stat.S_ISREG(os.fstat(fd).st_mode) else ""
+        finally:
+            os.close(fd)
+        if text.strip():
+            out += f"\n== process {path.rsplit('.', 1)[-1]} (spawned by the evaluator) ==\n{text}"
+    return out
+
+
+def dump_stacks(events: list[dict], worker_pid: int, step, host_of, jailed: bool, stacks_rd: int,
+                dump_w: int) -> str:
+    """Every thread's stack from the worker (ask_for_stacks), and SIGUSR1 to each process the evaluator spawned
+    (files of their own). Events name processes and threads by their numbers inside the run's jail: `host_of`
+    finds this machine's number for a process, boxed.host_tid for a thread. Returns the kernel's word on the
+    worker's threads when they wrote no stack."""
+    from diagnose.runs.runner.boxed import host_tid
+    dump_tid = next((e.get("dump_tid") for e in events if e["k"] == "worker_start" and e["pid"] == worker_pid), None)
+    spawned = 0
+    for e in events:
+        if e["k"] == "worker_start" and e.get("child") and e["pid"] != worker_pid:
+            host = host_of(e["pid"])
+            try:
+                if host:
+                    os.kill(host, signal.SIGUSR1)
+                    spawned += 1
+            except OSError:
+                pass
+    if isinstance(dump_tid, int) and jailed:
+        dump_tid = host_tid(step.pid, dump_tid)
+    waits = ask_for_stacks(step, stacks_rd, dump_w, dump_tid if isinstance(dump_tid, int) else None)
+    if spawned:
+        time.sleep(0.5)     # their files, too, need a moment
+    return waits

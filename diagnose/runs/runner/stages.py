@@ -11,11 +11,8 @@ its container lives until the diagnosis ends, so later stages see what earlier o
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
-import socket
-import sys
 import tempfile
 import threading
 from collections import Counter
@@ -24,14 +21,15 @@ from pathlib import Path
 from diagnose.runs import harness
 from diagnose.runs.protocol import Depth, WorkerSpec
 from diagnose.runs.settings import Settings
-from diagnose.runs.runner import TOOL_ROOT, Job, wait_to_start
+from diagnose.runs.runner import Job, wait_to_start
 from diagnose.runs.runner.arbiter import GpuArbiter
-from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, changed, group_of
+from diagnose.runs.runner.container import SPAWNED_DIR, Container, changed, child_env, group_of
 from diagnose.runs.runner.child import Limits, describe_process
 from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
+from diagnose.runs.runner.walls_check import isolation, jail_for
 from diagnose.session import Run, StageResult
 from diagnose.status import ENDS_RUN, Status
 from diagnose.tasks.loader import spec_line, stage_cases, stage_files
@@ -40,50 +38,6 @@ REFERENCE_BUDGET_S = 120.0     # the reference check before any stage: an import
 # Helion's search in a tuning run, unless the user's environment sets them: the quick effort, at most 15 s per
 # shape (a full search takes minutes per shape; the tuning run does every shape of the task)
 TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS": "15"}
-
-
-# What a run's jail is checked against from inside (StageRunner.isolation): each key is one wall, true if it held.
-_WALL_TEST = r"""
-import json, os, socket, stat, sys
-outside, port = sys.argv[1], int(sys.argv[2])
-from diagnose.runs.jail_names import unpack
-walls = unpack(os.environ.get("DIAGNOSE_WALLS")) or {}
-seen = {int(n) for n in os.listdir("/proc") if n.isdigit()}
-def wrote():
-    try:
-        with open(os.path.join(outside, "wrote"), "w"):
-            return True
-    except OSError:
-        return False
-def reached():
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=2).close()
-        return True
-    except OSError:
-        return False
-def disks():
-    for n in os.listdir("/dev"):
-        try:
-            if stat.S_ISBLK(os.lstat("/dev/" + n).st_mode):
-                return True
-        except OSError:
-            pass
-    return False
-def keyring():
-    import ctypes, platform
-    nr = {"x86_64": 248, "aarch64": 217}.get(platform.machine())
-    if nr is None:
-        return False
-    libc = ctypes.CDLL(None, use_errno=True)
-    return libc.syscall(nr, b"user", b"diagnose-wall-test", b"x", 1, -4) >= 0   # add_key to the user's keyring
-caps = int(next(x for x in open("/proc/self/status") if x.startswith("CapEff:")).split()[1], 16)
-print(json.dumps({"walls": walls, "pid namespace": seen <= {1, os.getpid()}, "network namespace": not reached(),
-                  "read-only file system": not wrote(), "private /dev": not disks(),
-                  "capabilities dropped": not caps & (1 << 21), "syscalls refused": not keyring()}))
-"""
-# The walls a run lacks when the user leaves them off (DIAGNOSE_PRIVATE_MOUNTS=0) or the check cannot run
-MISSING_WHEN_OFF = ("pid namespace", "network namespace", "read-only file system", "private /dev",
-                    "capabilities dropped", "syscalls refused")
 
 
 def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
@@ -96,15 +50,6 @@ def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], 
                       gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
                       private_mounts=s.private_mounts, tool_paths=tool_paths, argv=argv, shared=list(s.shared),
                       memo=list(job.memo), hooks=list(s.hooks))
-
-
-def child_env(box: Container, gpu: str | None) -> dict:
-    env = box.env(dict(os.environ))
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (TOOL_ROOT, env.get("PYTHONPATH")) if p)
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if gpu is not None:
-        env["CUDA_VISIBLE_DEVICES"] = gpu
-    return env
 
 
 def _ran_on_gpu(st: StageResult) -> bool:
@@ -158,58 +103,12 @@ class StageRunner:
         return box
 
     def isolation(self) -> dict:
-        """How a run's container is walled off on this machine, asked before any run of a small step in the same
-        jail as every run's (runs/jail.py), which then tries each wall from inside: whether it sees any process
-        but its own and its init, reaches a port this process listens on, writes outside its container, finds a
-        disk in /dev, or holds CAP_SYS_ADMIN. What did not hold is `missing`, whatever the jail believed."""
-        if not self.settings.private_mounts:
-            return {"namespace": None, "private": [], "why": "left off (DIAGNOSE_PRIVATE_MOUNTS=0)",
-                    "missing": list(MISSING_WHEN_OFF)}
-        root = Container(self._tmp / "isolation-check")
-        outside = self._tmp / "isolation-outside"
-        outside.mkdir(exist_ok=True)
-        try:
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as lsn:
-                lsn.bind(("127.0.0.1", 0))
-                lsn.listen(1)
-                return self._try_walls(root, outside, lsn.getsockname()[1])
-        finally:
-            shutil.rmtree(root.root, ignore_errors=True)
-            shutil.rmtree(outside, ignore_errors=True)
-
-    def _try_walls(self, root: Container, outside: Path, port: int) -> dict:
-        env = child_env(root, None)
-        stacks = str(root.tool / "isolation.stacks.txt")
-        argv = [sys.executable, "-S", "-c", _WALL_TEST, str(outside), str(port)]
-        try:
-            child = run_child(argv, cwd=str(root.work), env=env, stacks_path=stacks, limits=Limits(60.0, None),
-                              jail=self.jail_for(root))
-            rec = json.loads(child.stdout_tail.strip().splitlines()[-1])
-        except (OSError, ValueError, IndexError) as e:
-            return {"namespace": None, "private": [], "why": f"the check failed: {type(e).__name__}",
-                    "missing": list(MISSING_WHEN_OFF)}
-        walls = rec.pop("walls", None) or {}
-        failed = [name for name, held in rec.items() if not held]
-        walls["missing"] = sorted(set(walls.get("missing") or []) | set(failed))
-        walls.setdefault("namespace", walls.get("jail"))
-        if failed and not walls.get("why"):
-            walls["why"] = "tried from inside a run, these did not hold: " + ", ".join(failed)
-        return walls
+        """How a run's container is walled off on this machine (walls_check.py), asked before any run."""
+        return isolation(self.settings, self._tmp, self.jail_for)
 
     def jail_for(self, box: Container) -> dict | None:
-        """The walls a run's steps are asked for (runs/jail.py): its container writable, the out folders hidden, and
-        what the worker's Python imports from kept in reach. None: left off, as the user asked."""
-        s = self.settings
-        if not s.private_mounts:
-            return None
-        # the container's own folder is read-only to the run (it could plant links there that the tool, outside
-        # the jail, would write through): only its areas are the run's to write
-        return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
-                "tmpdir": str(self._tmp.parent),
-                "shared": list(s.shared), "hide": list(s.hidden),
-                # what the worker imports from: not the folder the user ran the tool in (sys.path's first entry under
-                # `python -m`), which the worker never needs and which may hold everything else
-                "paths": [p for p in sys.path[1:] if p], "net": s.network != "host"}
+        """The walls a run's steps are asked for (walls_check.py); None: left off, as the user asked."""
+        return jail_for(self.settings, box, self._tmp)
 
     def active_others(self, run_id: str) -> list[str]:
         with self._lock:
