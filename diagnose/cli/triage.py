@@ -1,28 +1,25 @@
 """`diagnose triage PATH...`: many submissions, each `check` (or `run`) in a process of its own, over a Dask
-cluster, one GPU per task. Rows are written as each task ends (OUT/triage.jsonl, one line each, written whole);
-OUT/triage.md and OUT/triage.csv are rendered again after each. A second triage with the same inputs and settings
-reruns nothing that finished; Ctrl-C stops the commands in flight (each ends INTERRUPTED), keeps every row
-written, and says how many were done. Exit 0 when every submission passed, 1 when any did not, 130 stopped.
+cluster, one GPU per task. Rows are written as each task ends, by this process only, from what the task returned
+(OUT/triage.jsonl, one signed line each, written whole: triage/ledger.py); OUT/triage.md and OUT/triage.csv are
+rendered again after each. A second triage with the same inputs and settings reruns nothing that finished; SIGINT
+or SIGTERM stops everything in flight within seconds (triage/stopping.py), keeps every row written, and says in one
+line how many were done and the command that resumes. Exit 0 when every submission passed, 1 when any did not,
+2 bad input (or no Dask), 130 / 143 stopped by SIGINT / SIGTERM.
 """
 from __future__ import annotations
 
-import json
 import os
-import signal
 import time
 from pathlib import Path
 
+from rich.markup import escape
+
 from diagnose.cli.files import OutDir, write_atomic
-from diagnose.cli.wiring import err, out
+from diagnose.cli.wiring import Signals, err, out
 from diagnose.errors import BadInput
+from diagnose.triage.ledger import JSONL, Ledger, rerun
 
-JSONL, MD, CSV = "triage.jsonl", "triage.md", "triage.csv"
-RERUN = ("lost",)          # rows that say nothing about the submission: a second triage runs them again
-
-
-def _rerun(row: dict) -> bool:
-    """A row that says nothing about the submission: a lost worker, bad input, or a command that was stopped."""
-    return row.get("status") in RERUN or row.get("exit_code") in (2, 130, 143)
+MD, CSV, DASK_LOG = "triage.md", "triage.csv", ".triage-dask.log"
 
 
 def _settings(o: dict) -> dict:
@@ -34,6 +31,9 @@ def _settings(o: dict) -> dict:
             o[flag] = str(Path(o[flag]).resolve())
     if o["depth"] not in ("check", "run"):
         raise BadInput(f"--depth must be check or run, got {o['depth']!r}")
+    from diagnose.cli.prepare import positive
+    for flag in ("budget", "compile_budget"):
+        positive(f"--{flag.replace('_', '-')}", o.get(flag))
     return {k: o.get(k) for k in ("depth", "problem", "problems_root", "budget", "compile_budget", "small", "task")}
 
 
@@ -52,95 +52,72 @@ def _items(paths: list[Path], settings: dict, root: Path, given: dict) -> list[d
     return items
 
 
-def _done(root: Path) -> dict[str, dict]:
-    """Rows a previous triage wrote: the last one per key. A line cut short by a kill is skipped."""
-    rows = {}
-    path = root / JSONL
-    if path.is_file():
-        for line in path.read_text(encoding="utf-8").splitlines():
-            try:
-                r = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(r, dict) and r.get("key"):
-                rows[r["key"]] = r
-    return rows
-
-
-def _append(root: Path, row: dict) -> None:
-    with open(root / JSONL, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(row, default=str) + "\n")     # one write: a line is whole or absent
-
-
-def _tables(root: Path, rows: list[dict], total: int, cost: str = "") -> None:
+def _tables(root: Path, ledger: Ledger, rows: list[dict], total: int, cost: str = "") -> None:
     from diagnose.output.triage import csv_text, markdown
-    write_atomic(root / MD, markdown(rows, total, cost=cost))
+    write_atomic(root / MD, markdown(rows, total, cost=cost, changed=ledger.changed_reports(rows)))
     write_atomic(root / CSV, csv_text(rows))
 
 
-def _stop_commands() -> int:
-    """Ctrl-C: every command this machine's workers started gets SIGINT (each ends INTERRUPTED and keeps its
-    processes' cleanup), then SIGKILL after a grace."""
-    import psutil
-    procs = [p for p in psutil.Process().children(recursive=True)
-             if "diagnose" in " ".join(_cmd(p)) and any(w in _cmd(p) for w in ("check", "run"))]
-    for p in procs:
-        try:
-            os.killpg(p.pid, signal.SIGINT)
-        except (ProcessLookupError, PermissionError):
-            pass
-    _, alive = psutil.wait_procs(procs, timeout=20) if procs else ([], [])
-    for p in alive:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    return len(procs)
-
-
-def _cmd(p) -> list[str]:
-    try:
-        return p.cmdline()
-    except Exception:  # noqa: BLE001 - gone, or not ours to read
-        return []
-
-
 def triage(paths: list[Path], opts: dict, out_dir: Path, scheduler: str | None, workers: int | None,
-           gpus: str | None) -> int:
+           gpus: str | None, resume: str = "the same command") -> int:
+    """resume: the command line that resumes this triage, as the user would type it (said when stopped)."""
     from diagnose.cli.triage_loop import run_all
     given = {k: str(opts[k]) for k in ("problem", "problems_root") if opts.get(k) is not None}
     settings = _settings(dict(opts))
-    holder = OutDir(out_dir, "--out")
-    try:
-        root = holder.path
-        items = _items(paths, settings, root, {**given, "out": str(out_dir)})
-        done = _done(root)
-        keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not _rerun(done[i["key"]])}
-        todo = [i for i in items if i["key"] not in keep]
-        t0 = time.monotonic()
-        out.print(f"triage: {len(items)} submission(s), {len(keep)} already done in {root / JSONL}, "
-                  f"{len(todo)} to {settings['depth']}")
-        timing: dict = {}
+    with Signals() as signals:                   # from here on, SIGINT / SIGTERM only set the flag the loop polls
+        holder = OutDir(out_dir, "--out")
+        try:
+            root = holder.path
+            ledger = Ledger(root)
+            items = _items(paths, settings, root, {**given, "out": str(out_dir)})
+            done, note = ledger.done()
+            if note:
+                err.print(escape(note))
+            keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not rerun(done[i["key"]])}
+            todo = [i for i in items if i["key"] not in keep]
+            ledger.key()                         # made now, before any task runs, if this is the first triage here
+            t0 = time.monotonic()
+            out.print(f"triage: {len(items)} submission(s), {len(keep)} already done in {root / JSONL}, "
+                      f"{len(todo)} to {settings['depth']}")
+            _walls_once(todo)
+            timing: dict = {}
 
-        def cost(rows: list[dict]) -> str:       # this triage's tasks only: kept rows ran in another
-            from diagnose.triage.overhead import describe, measure
-            return describe(measure(rows[len(keep):], timing))
+            def cost(rows: list[dict]) -> str:       # this triage's tasks only: kept rows ran in another
+                from diagnose.triage.overhead import describe, measure
+                return describe(measure(rows[len(keep):], timing))
 
-        rows, stopped = run_all(todo, settings, scheduler, workers, gpus, list(keep.values()), len(items),
-                                lambda row, rows: (_append(root, row), _tables(root, rows, len(items), cost(rows))),
-                                _stop_commands, timing)
-        said = cost(rows)
-        _tables(root, rows, len(items), said)
-        from diagnose.output.triage import counts
-        summary = ", ".join(f"{n} {s}" for s, n in counts(rows).items())
-        if stopped:
-            err.print(f"interrupted: {len(rows)} of {len(items)} submission(s) done ({summary}); the same command "
-                      f"again resumes from {root / JSONL}")
-            return 130
-        out.print(f"triage: {len(rows)} of {len(items)} done in {time.monotonic() - t0:.0f} s ({summary}); "
-                  f"{root / MD}")
-        if said:
-            out.print(said)
-        return 0 if all(r["status"] == "ok" for r in rows) else 1
-    finally:
-        holder.close()
+            def on_row(row: dict, rows: list[dict]) -> None:
+                ledger.append(row)
+                _tables(root, ledger, rows, len(items), cost(rows))
+
+            rows, stopped = run_all(todo, settings, scheduler, workers, gpus, list(keep.values()), len(items),
+                                    on_row, timing, signals.stop, root / DASK_LOG)
+            said = cost(rows)
+            _tables(root, ledger, rows, len(items), said)
+            from diagnose.output.triage import counts
+            summary = ", ".join(f"{n} {s}" for s, n in counts(rows).items()) or "none"
+            if stopped or signals.code:
+                err.print(escape(f"interrupted: {len(rows)} of {len(items)} submission(s) done ({summary}); "
+                                 f"`{resume}` resumes from {root / JSONL}"))
+                from diagnose.cli.exits import stopped_code
+                return stopped_code((signals.code or 130) - 128)
+            out.print(f"triage: {len(rows)} of {len(items)} done in {time.monotonic() - t0:.0f} s ({summary}); "
+                      f"{root / MD}")
+            if said:
+                out.print(said)
+            return 0 if all(r["status"] == "ok" for r in rows) else 1
+        finally:
+            holder.close()
+
+
+def _walls_once(todo: list) -> None:
+    """Which walls each run would lack on this machine (runs/jail.py), said once at the top: every row says it too."""
+    if not todo:
+        return
+    from diagnose.cli.prepare import _walls_asked
+    from diagnose.runs.runner.stages import walls_here
+    asked = _walls_asked()
+    walls = walls_here(asked["private_mounts"], asked["network"])
+    if walls.get("missing"):
+        err.print(f"isolation: each run here lacks {', '.join(walls['missing'])} ({walls.get('why') or 'refused'}): "
+                  f"what a submission does may reach beyond its run")

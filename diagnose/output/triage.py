@@ -23,8 +23,10 @@ def _cell(v) -> str:
     return ("" if v is None else str(v)).replace("|", "\\|").replace("\n", " ")
 
 
-def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost: str = "") -> str:
-    """cost: triage/overhead.py's sentence on what Dask added, if this triage ran any task."""
+def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost: str = "",
+             changed: set[str] | frozenset = frozenset()) -> str:
+    """cost: triage/overhead.py's sentence on what Dask added, if this triage ran any task. changed: keys of the
+    rows whose report.md is not the one their task read (triage/ledger.py): linked with a note saying so."""
     c = counts(rows)
     head = [f"# {title}", "", f"{len(rows)} of {total} submission(s): " +
             (", ".join(f"{n} {s}" for s, n in c.items()) or "none yet"), ""] + ([cost, ""] if cost else [])
@@ -37,6 +39,8 @@ def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost:
         out += [f"## {cls} ({len(rs)})", "", "| " + " | ".join(COLUMNS) + " |", "|" + " --- |" * len(COLUMNS)]
         for r in rs:
             name = f"[{_cell(r['file'])}]({_link(r['report'] + '/report.md')})" if r.get("report") else _cell(r["file"])
+            if r.get("report") and r.get("key") in changed:
+                name += " (report changed since its task wrote it)"
             where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
             why = r.get("cause") or r.get("why") or ""
             wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""

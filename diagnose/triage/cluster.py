@@ -6,13 +6,25 @@ card. Dask is imported only here, when a triage starts.
 
 A worker that dies is retried once (the scheduler's allowed-failures), then its task fails with KilledWorker:
 the CLI writes that row as lost.
+
+A Ctrl-C at a terminal goes to the whole process group, workers of a cluster made here included: only the
+controller, which stops everything in order, is to act on it, so each such worker sets SIGINT aside when it starts
+(worker_setup.py; a handler, not SIG_IGN: its commands, after their exec, get SIGINT as usual). Otherwise each dies
+of it mid-task, with Dask's traceback. What the workers write to stderr (Dask's warnings, a traceback of one that
+a Ctrl-C caught still starting) goes to a log file of their own, never to the triage's terminal.
 """
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from pathlib import Path
 
 ALLOWED_FAILURES = 1
 
 
-def client_for(scheduler: str | None, workers: int):
+def client_for(scheduler: str | None, workers: int, log: Path | None = None):
+    """log: where the workers of a cluster made here write their stderr (they inherit it as they start)."""
     import dask
     from dask.distributed import Client, LocalCluster
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
@@ -24,9 +36,30 @@ def client_for(scheduler: str | None, workers: int):
         except (OSError, TimeoutError) as e:
             from diagnose.errors import BadInput
             raise BadInput(f"--scheduler {scheduler}: no Dask scheduler answered ({e})") from None
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources={"GPU": 1},
-                           dashboard_address=None, silence_logs=50)
+    dask.config.set({"distributed.worker.preload": ["diagnose.triage.worker_setup"]})
+    with _stderr_to(log):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, resources={"GPU": 1},
+                               dashboard_address=None, silence_logs=50)
     return Client(cluster), cluster
+
+
+@contextlib.contextmanager
+def _stderr_to(log: Path | None):
+    """fd 2 is the log while the workers start (each inherits it); the controller's own again after."""
+    if log is None:
+        yield
+        return
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stderr.flush()
+    saved = os.dup(2)
+    os.dup2(fd, 2)
+    os.close(fd)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def submit(client, fn, item: dict, settings: dict):

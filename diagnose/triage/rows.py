@@ -6,6 +6,7 @@ limit), lost (its worker died twice: set by the CLI, which sees Dask's failure).
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from pathlib import Path
@@ -24,20 +25,29 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def _session(item: dict, since: float | None) -> dict | None:
-    """The command's session.json, if this command wrote it (one left by an earlier attempt is not its answer)."""
+def _session(item: dict, since: float | None) -> tuple[dict | None, dict]:
+    """The command's session.json, if this command wrote it (one left by an earlier attempt is not its answer),
+    and the sha256 of it and of report.md as read here: the report a row links to is the one its task read."""
     path = Path(item["report_dir"]) / "session.json"
     try:
         if since is not None and path.stat().st_mtime < since:
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
+            return None, {}
+        data = path.read_bytes()
+        s = json.loads(data.decode("utf-8"))
     except (OSError, ValueError):
-        return None
+        return None, {}
+    if not isinstance(s, dict):
+        return None, {}
+    try:
+        report = hashlib.sha256((path.parent / "report.md").read_bytes()).hexdigest()
+    except OSError:
+        report = None
+    return s, {"session_sha256": hashlib.sha256(data).hexdigest(), "report_sha256": report}
 
 
 def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wall: float, killed_at: float | None,
            gpu: str | None = None, host: str | None = None, since: float | None = None) -> dict:
-    s = _session(item, since)
+    s, digests = _session(item, since)
     row = dict.fromkeys(FIELDS)
     row.update(file=item["shown"], key=item["key"], exit_code=code, wall_s=round(wall, 1), gpu=gpu, host=host,
                report=item.get("report") if s is not None else None)
@@ -51,6 +61,9 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
         row.update(leaderboard=target.get("leaderboard"), problem=(s.get("task") or {}).get("name"),
                    stage=v.get("stage"), phase=v.get("phase"), line=(top.get("site") or site).get("line"),
                    cause=_first_sentence(top.get("narrative") or ""), fix=(s.get("fix") or {}).get("toggle"))
+        # what the run tried beyond its walls, and which walls this machine lacked (runs/jail.py): said in the row
+        row["tried"] = list(((s.get("harness") or {}).get("container") or {}).get("tried") or [])
+        row["isolation_missing"] = list(((s.get("harness") or {}).get("isolation") or {}).get("missing") or [])
         row["status"] = VERDICTS.get(v.get("status"), "inconclusive")
         if row["status"] == "inconclusive":
             row["why"] = f"{v.get('status')}: {v.get('message') or ''}".strip()[:300]
@@ -67,6 +80,7 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
         row.update(status="inconclusive", why=row.get("why") or _last_line(err) or _last_line(out) or
                    f"the command ended with exit code {code} and wrote no session")
     row["class"] = cause_class(row, s)
+    row.update(digests)          # bookkeeping, after FIELDS: never in the tables
     return row
 
 

@@ -75,6 +75,9 @@ def triage_one(item: dict, settings: dict) -> dict:
     """item: {file, key, report_dir, shown, cwd, given}. The row, whatever the command did."""
     began = time.time()
     env = dict(os.environ)
+    # no run may see the triage's folder: its ledger, its key, the other files' reports (runs/jail.py hides it)
+    env["DIAGNOSE_HIDE"] = os.pathsep.join(p for p in (env.get("DIAGNOSE_HIDE"),
+                                                      os.path.dirname(os.path.dirname(item["report_dir"]))) if p)
     worker = _worker_name()
     gpu = _worker_gpu(settings, worker)
     if gpu is not None:
