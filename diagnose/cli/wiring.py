@@ -111,16 +111,16 @@ def walled_off(runner, session) -> None:
                                     "why": walls.get("why"), "home_private": bool(walls.get("home")),
                                     "read_only": len(walls.get("read_only") or []),
                                     "missing": list(walls.get("missing") or [])}
-    if walls.get("missing"):
-        line = (f"isolation: each run lacks {', '.join(walls['missing'])} here ({walls.get('why') or 'refused'}): "
-                f"what a submission does may reach beyond its run")
-        session.notes.append(line)
-        err.print(line)
     shared = [p for p in WALLS if p not in (walls.get("private") or [])]
     if shared:
         line = (f"isolation: {', '.join(shared)} {'is' if len(shared) == 1 else 'are'} this machine's, not private "
                 f"to each run ({walls.get('why') or 'no mount namespace'}): a run that reads state there is "
                 f"inconclusive, never OK")
+        session.notes.append(line)
+        err.print(line)
+    if walls.get("missing"):
+        line = (f"isolation: each run lacks {', '.join(walls['missing'])} here ({walls.get('why') or 'refused'}): "
+                f"what a submission does may reach beyond its run")
         session.notes.append(line)
         err.print(line)
 

@@ -10,6 +10,7 @@ import socket
 import sys
 from pathlib import Path
 
+from diagnose.runs.runner import TOOL_ROOT
 from diagnose.runs.runner.child import Limits
 from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, child_env
 from diagnose.runs.runner.isolate import run_child
@@ -69,7 +70,8 @@ def jail_for(s: Settings, box: Container, tmp: Path) -> dict | None:
             "tmpdir": str(tmp.parent), "shared": list(s.shared), "hide": list(s.hidden),
             # what the worker imports from: not the folder the user ran the tool in (sys.path's first entry under
             # `python -m`), which the worker never needs and which may hold everything else
-            "paths": [p for p in sys.path[1:] if p], "net": s.network != "host"}
+            # the tool itself always (an editable install reaches it through a finder, not sys.path)
+            "paths": [TOOL_ROOT, *(p for p in sys.path[1:] if p)], "net": s.network != "host"}
 
 
 def isolation(s: Settings, tmp: Path, jail_of) -> dict:
