@@ -135,6 +135,15 @@ class JailedStep:
             self._host = self.host_of(self.box.inner_step())
         return self._host or self.proc.pid
 
+    def live_pid(self) -> int | None:
+        """The step's own process while it lives, as this machine numbers it; None once it has exited. Never
+        outer's: killing outer ends init, and with it everything the run's steps left running."""
+        if self.poll() is not None:
+            return None
+        if not self.box.jailed:
+            return self.proc.pid
+        return self._host or self.host_of(self.box.inner_step())
+
     def host_of(self, inner: int) -> int | None:
         """This machine's number for a process of the run that named itself `inner` in an event."""
         if not self.box.jailed:

@@ -225,10 +225,9 @@ class _Child:
         if linger and self.res.killed not in ("max_rss", "interrupted"):
             # As in the harness's container: the step's own process ends (the harness kills only it), what it
             # started lives on until the run's container ends (StageRunner kills it then)
-            try:
-                os.kill(self.step.pid() if self.step else self.proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            own = self.step.live_pid() if self.step else self.proc.pid     # jailed: never outer, whose end is init's
+            with contextlib.suppress(OSError, TypeError):
+                os.kill(own, signal.SIGKILL)
             self.res.lingering = self.tree
             return self.step.wait() if self.step else self.proc.wait()
         self.res.survivors = self.tree.kill_all(self.proc.pid)
