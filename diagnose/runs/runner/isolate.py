@@ -18,6 +18,7 @@ write, then SIGKILL goes to the group and to every tracked process, and we verif
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import select
 import signal
