@@ -72,15 +72,19 @@ def _walls_for_files(libc, asked: dict, rec: dict, sockets: list[str] = ()) -> N
     root, shared = os.path.realpath(asked["root"]), [os.path.realpath(p) for p in asked.get("shared") or []]
     hidden = [os.path.realpath(p) for p in asked.get("hide") or [] if os.path.isdir(p)]
     needed = [root, *shared, sys.executable, *(asked.get("paths") or [])]
-    for path in hidden:   # first: what follows binds nothing of them back
+    # first: what follows binds nothing of them back. A folder inside one already hidden is hidden with it (a
+    # check's --out inside its triage's folder). The reason names no path: a report names no machine's layout.
+    for path in sorted(hidden, key=len):
+        if any(container.under(path, h) for h in rec["hidden"]):
+            continue
         if any(container.under(os.path.realpath(n), path) for n in needed):
-            rec.setdefault("why", f"{path} is not hidden from the run: the run needs what lies in it")
+            rec.setdefault("why", "an out folder is not hidden from the run: the run needs what lies in it")
             continue
         try:
             _mount(libc, "none", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
             rec["hidden"].append(path)
         except OSError as e:
-            rec.setdefault("why", f"{path} is not hidden from the run: {e}")
+            rec.setdefault("why", f"an out folder is not hidden from the run: {e.strerror}")
     try:
         _alone_in_parent(libc, root, asked.get("tmpdir") and os.path.realpath(asked["tmpdir"]),
                          [os.path.realpath(n) for n in needed])
