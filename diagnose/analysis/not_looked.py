@@ -62,7 +62,7 @@ def not_looked(session: Session, base: Run, site: dict | None, returns: dict | N
     st = base.failed_stage
     where = f" at {site['file']} line {site['line']}" if site else \
         f" at {returns['file']} line {returns['line']}, where custom_kernel returns" if returns else ""
-    time = f"; the time went to {describe(hot)}" if hot else ""
+    time = f"; where the time went: {describe(hot)}" if hot else ""
     phase = f" ({st.phase})" if st.phase else ""
     return Inconclusive(probe=NOT_LOOKED, evidence=[base.id], site=site or returns or (
         {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]} if hot else None),
