@@ -5,6 +5,7 @@ them into the sentences a report prints.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from diagnose.status import CauseKind, Confidence, Status
@@ -70,6 +71,7 @@ class Inconclusive:
     probe: str
     reason: str
     evidence: list[str] = field(default_factory=list)
+    site: dict | None = None    # NOT_LOOKED: where the failure happened in the submission, when known
 
 
 @dataclass
@@ -101,3 +103,31 @@ def rule_in(rules: list[dict], text: str) -> dict | None:
     """The harness rule (tasks/rules.py: what the evaluator sets) that a failure's message names by its
     variable, if any."""
     return next((r for r in rules if r["name"] in (text or "")), None)
+
+
+CUT = " (…)"
+_CLAUSE = re.compile(r"[.;:,!?](?=\s)")
+
+
+def clip(text: str, limit: int) -> str:
+    """The one way a report, the console or a triage row shortens text: `text` whole when it fits in `limit`
+    characters, else cut at the last clause or sentence end (". ", "; ", ", " ...) in its second half, else after
+    the last whole word, and " (…)" says it was cut. Never mid-word: a text with no word boundary in reach keeps
+    none of its first word. For the submission's own output, messages, paths and stack lines (evidence, capped),
+    and for a table cell or a triage row that quotes a statement the report holds whole; a statement itself is
+    never cut."""
+    text = str(text)
+    if len(text) <= limit:
+        return text
+    room = max(0, limit - len(CUT))
+    head = text[:room + 1]          # one more: is the character after the cut a boundary?
+    ends = [m.start() + 1 for m in _CLAUSE.finditer(head) if m.start() + 1 <= room]
+    at = ends[-1] if ends and ends[-1] >= room // 2 else \
+        next((i for i in range(room, 0, -1) if text[i].isspace()), 0) or \
+        next((i for i in range(room, 0, -1) if not (_word(text[i - 1]) and _word(text[i]))), 0)
+    kept = text[:at].rstrip(" \t\n,;:")
+    return kept + CUT if kept else CUT.strip()
+
+
+def _word(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"

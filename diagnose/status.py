@@ -35,6 +35,8 @@ TIME_BASED = (Status.TIMEOUT, Status.AT_RISK)
 
 
 UNEXPLAINED = "the timeout itself"
+# Inconclusive.probe of a session that ran no probe: the failure named, its cause not looked for
+NOT_LOOKED = "not looked for"
 
 
 # A stage that ends like this ends its run: the harness skips the later stages.

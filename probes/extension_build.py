@@ -92,10 +92,12 @@ def plan(ctx: PlanContext) -> Plan:
     outputs = {o["output"]: o["seconds"] for b in compiled for o in b["built"]}
     slowest = max(outputs.items(), key=lambda kv: kv[1]) if outputs else None
     desc = "; ".join(f"{b['name']} in the {b['step']}: {float(b['seconds'] or 0):.1f} s" + (
-        ", built " + ", ".join(f"{o['output']} {o['seconds']:.1f} s" for o in b["built"][:4]) if b["built"] else
+        ", built " + ", ".join(f"{o['output']} {o['seconds']:.1f} s" for o in b["built"][:4]) +
+        (f" and {len(b['built']) - 4} more" if len(b["built"]) > 4 else "") if b["built"] else
         ", nothing to build" if b.get("ok") else (", waiting on another process's build lock when its step ended"
                                                    if b.get("found_lock") else ", still building when its step ended")
-        if b.get("ok") is None else ", failed") for b in made[:4])
+        if b.get("ok") is None else ", failed") for b in made[:4]) + (f"; and {len(made) - 4} more build(s)"
+                                                                      if len(made) > 4 else "")
     evidence = {"builds": [{k: b.get(k) for k in ("name", "step", "seconds", "ok", "found_lock", "killed")}
                            for b in made[:10]], "slowest_output": slowest}
     toggles = []

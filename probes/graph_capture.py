@@ -121,7 +121,7 @@ def plan(ctx: PlanContext) -> Plan:
     where = ", ".join(f"L{s.line}" + (f" -> {', '.join(s.details['calls_compiled'])}" if s.details["calls_compiled"]
                                       else "") for s in (around or targets))
     if not targets:
-        held = "; ".join(inside)[:200]
+        held = "; ".join(inside[:3]) + (f"; and {len(inside) - 3} more" if len(inside) > 3 else "")   # never cut
         return Plan(CANNOT_TOGGLE, f"compiled code ran inside a CUDA graph capture ({held}), but the "
                                    f"capture is not a `with torch.cuda.graph(g)` block this probe can rewrite",
                     evidence=evidence)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from functools import partial
 
 from diagnose.facts import observed
+from diagnose.findings import clip
 from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.build_at_import import shapes
@@ -33,7 +34,7 @@ def failed_on_limit(run) -> bool:
 def mechanism(session, base) -> str | None:
     """torch's own words for why it recompiled, from the baseline's compile records."""
     recs = recompiles(base)
-    reasons = sorted({str(r["reason"]).strip().splitlines()[0][:160] for r in recs if r.get("reason")})
+    reasons = sorted({clip(str(r["reason"]).strip().splitlines()[0], 160) for r in recs if r.get("reason")})
     if not recs:
         return None
     cut = sum(1 for r in recs if r.get("in_progress"))
@@ -71,7 +72,7 @@ def plan(ctx: PlanContext) -> Plan:
         return Plan(ABSENT, "the baseline run recompiled nothing", evidence={"recompiles": 0})
     if all(s.details["kw"].get("dynamic") is True for s in found):
         return Plan(ABSENT, "every compile site is already dynamic=True", evidence={"recompiles": len(recs)})
-    reasons = sorted({" ".join(str(r["reason"]).split())[:160] for r in recs if r["reason"]})
+    reasons = sorted({clip(" ".join(str(r["reason"]).split()), 160) for r in recs if r["reason"]})
     cut = [r for r in recs if r.get("in_progress")]
     why = f"{len(recs)} recompile(s) in the baseline" + (f"; reasons: {'; '.join(reasons[:3])}" if reasons else "")
     if cut:
@@ -80,5 +81,5 @@ def plan(ctx: PlanContext) -> Plan:
     if failed_on_limit(ctx.baseline):
         why += "; the baseline hit the recompile limit"
     # bounded: a recompile storm has thousands; the count and the first few say it
-    kept = [{**r, "reason": " ".join(str(r["reason"] or "").split())[:300]} for r in recs[:5]]
+    kept = [{**r, "reason": clip(" ".join(str(r["reason"] or "").split()), 300)} for r in recs[:5]]
     return Plan(RUN, why, [_toggle()], evidence={"recompiles": len(recs), "first": kept})

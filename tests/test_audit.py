@@ -153,7 +153,59 @@ def _broken():
     st = s.run(s.fix.run).stage("test")
     st.charged_s = st.wall_s = st.budget_s - 0.1
     out.append(("fix-margin", s))
+
+    s = no_probe_session()        # `check` ran no probe, yet says what probes found (as check said before issue 47)
+    s.inconclusive = []
+    s.causes = [Cause(rank=1, suspects=[], kind="bug", confidence=Confidence.HIGH, changes_outcome=False,
+                      evidence=["r0"], narrative="The submission fails (crash: boom) at line 7 in test; no probe "
+                                                 "found a suspect to toggle: the cause is in that code itself.")]
+    out.append(("no-probe-claims", s))
+
+    s = no_probe_session()        # ... or clears a suspect no toggle ever took away
+    s.cleared.append(Cleared(probe="warmup", toggles=["warmup N->1"], outcome=Status.CRASH,
+                             narrative="warmup N->1: still crash", evidence=["r0"]))
+    out.append(("no-probe-claims", s))
+
+    s = interaction_session()     # every probe ran, yet it says the cause was not looked for
+    s.inconclusive.append(no_probe_session().inconclusive[0])
+    out.append(("no-probe-claims", s))
     return out
+
+
+def no_probe_session():
+    """`diagnose check`: the baseline alone, no probe planned, a crash at line 7."""
+    s = session([run("r0", outcome="crash", fail_at="test", site=SITE)])
+    s.command = ["diagnose", "check", "/abs/kernels/sub.py", "--problems-root", "rk", "-b", "60", "-o", "out", "-q"]
+    bisector.conclude(s)
+    s.verdict = summary.verdict(s)
+    return s
+
+
+def test_a_session_that_ran_no_probe_names_the_failure_and_says_its_cause_was_not_looked_for():
+    from diagnose.status import NOT_LOOKED
+    s = no_probe_session()
+    assert audit(s) == [], [str(f) for f in audit(s)]
+    assert s.causes == [] and s.cleared == [] and s.fix is None
+    (said,) = s.inconclusive
+    assert said.probe == NOT_LOOKED and said.evidence == ["r0"] and said.site["line"] == 7
+    assert said.reason.startswith("The submission crashed in test (first_call:256x512x256) at kernels/sub.py line 7;")
+    # the command that would look: the user's own inputs, the file as the report names it, and no --out or --quiet
+    assert "`diagnose run kernels/sub.py --problems-root rk -b 60` would look for it" in said.reason
+    assert "probe found" not in said.reason and "that code itself" not in said.reason
+
+
+@pytest.mark.parametrize("command,want", [
+    (["diagnose", "check", "x.py", "--budget=60", "-pnone", "--out=o", "-v"],
+     "diagnose run kernels/sub.py --budget=60"),
+    (["diagnose", "run", "--probes", "none", "x.py", "--stages", "test", "--fix", "f.py"],
+     "diagnose run kernels/sub.py --stages test --fix f.py"),
+    (["diagnose", "bisect", "good.py", "bad.py"], "diagnose run kernels/sub.py"),
+    ([], "diagnose run kernels/sub.py")])
+def test_the_run_command_keeps_the_users_inputs_and_drops_what_stops_it_looking(command, want):
+    from diagnose.analysis.not_looked import run_command
+    s = no_probe_session()
+    s.command = command
+    assert run_command(s) == want
 
 
 # the warmup loop of builders.SOURCE (L8) cut to one pass

@@ -59,8 +59,10 @@ def test_wrong_and_crashing_submissions(tmp_path, sub, status, fragment):
         assert v["site"]["line"] == 3 and v["phase"] == "first_call:size=64"
     else:
         assert v["phase"] == "check:size=16"
-    c = s["causes"][0]
-    assert c["kind"] == "bug" and c["suspects"] == []
+    # run with --probes none: the failure and where, and that its cause was not looked for (issue 47)
+    (said,) = s["inconclusive"]
+    assert not s["causes"] and said["probe"] == "not looked for" and "`diagnose run " in said["reason"], said
+    assert f"line {said['site']['line']}" in said["reason"] and "--probes" not in said["reason"]
 
 
 def test_per_problem_timeouts_come_from_task_yml(tmp_path):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from diagnose.analysis import summary
 from diagnose.analysis.fix_choice import FIX_TIE_REL
 from diagnose.session import Session
-from diagnose.status import Status
+from diagnose.status import NOT_LOOKED, Status
 
 KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
          "stale_lock": "a build lock left by the killed compile step", "harness_rule": "a rule of the harness's"}
@@ -30,6 +30,9 @@ class Claim:
     runs: tuple[str, ...]     # the runs behind it
     rules: tuple[str, ...]    # the audit rules that admit it (audit.RULES)
     detail: str = ""          # a qualifier the renderers may show beside the title (confidence, ...)
+
+
+NOT_LOOKED_KEY = "the cause was not looked for"
 
 
 def cause_name(c) -> str:
@@ -113,19 +116,19 @@ def derive(s: Session) -> list[Claim]:
             ("" if c.confirmed else ", unconfirmed")
         out.append(Claim(cause_key(c), "cause", cause_name(c), c.narrative, tuple(c.evidence),
                          ("claim-runs", "high-confirmed", "cause-fixes", "cause-interaction", "cause-all-failed",
-                          "cause-unchanged", "figure-equal", "lost-worker"), conf))
+                          "cause-unchanged", "figure-equal", "lost-worker", "no-probe-claims"), conf))
     for c in s.cleared:
         out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
                          ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same",
-                          "outside-state", "lost-worker"),
+                          "outside-state", "lost-worker", "no-probe-claims"),
                          "" if c.confirmed else "unconfirmed"))
     for i in s.inconclusive:
-        out.append(Claim(f"{i.probe} is inconclusive", "inconclusive", i.probe, i.reason, tuple(i.evidence),
-                         ("claim-runs",)))
+        out.append(Claim(NOT_LOOKED_KEY if i.probe == NOT_LOOKED else f"{i.probe} is inconclusive", "inconclusive",
+                         i.probe, i.reason, tuple(i.evidence), ("claim-runs", "no-probe-claims")))
     if s.fix:
         out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
-                         ("claim-runs", "fix-passes", "fix-cause", "figure-equal",
-                                                                "outside-state")))
+                         ("claim-runs", "fix-passes", "fix-cause", "figure-equal", "outside-state",
+                          "no-probe-claims")))
         for c in s.fix.costs:
             us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
             out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",

@@ -12,7 +12,8 @@ from diagnose.analysis.too_far import how_far
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
-from diagnose.findings import rule_in
+from diagnose.findings import CUT, clip, rule_in
+from diagnose.analysis.not_looked import clause, looked, not_looked
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
 
@@ -77,6 +78,17 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
             f"{rule['name']}={rule['value']}, and the submission fails under it ({st.status}: "
             f"{_first_line(st.message)}) at {at} in {st.name}. A fix must obey the rule; {none}."),
             evidence=[base.id], site=site, confirmed=confirmed)
+    return _hot_or_code(session, base, site, hot, owner, conf, confirmed, none)
+
+
+def _hot_or_code(session: Session, base: Run, site: dict | None, hot: dict | None, owner: str | None, conf,
+                 confirmed: bool, none: str) -> Cause | Inconclusive:
+    """Where the time went (a hot spot), else the code itself at its line; with no probe run, neither: where it
+    failed, and that its cause was not looked for."""
+    st = base.failed_stage
+    if not looked(session):
+        return not_looked(session, base, site, None if site or st.status != Status.WRONG else _return_line(session),
+                          hot)
     if hot:
         hsite = {"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
         # time inside a library mechanism a probe stands for is that probe's suspect, named, even when no
@@ -150,8 +162,9 @@ def _in_the_code(session: Session, base: Run, site: dict | None, conf, confirmed
 
 
 def _first_line(text: str) -> str:
-    line = (text or "").strip().splitlines()[0] if (text or "").strip() else ""
-    return line if len(line) <= 300 else line[:297] + "..."
+    """A message's first line, capped (the submission's text): a cut, or lines left out, end in " (…)"."""
+    lines = (text or "").strip().splitlines()
+    return clip(lines[0] + (CUT if len(lines) > 1 else ""), 300) if lines else ""
 
 
 def tried(session: Session) -> str:
@@ -159,6 +172,8 @@ def tried(session: Session) -> str:
     how it ended, and every probe that found its suspect but could not make or verify a toggle, with why."""
     runs = single_runs(session)
     stuck = [p for p in session.probes if p.get("state") in (CANNOT_TOGGLE, TUNE)]
+    if not looked(session):
+        return clause(session, other=True)
     if not runs and not stuck:
         return "no probe found a suspect to toggle"
     base = session.baseline
@@ -168,7 +183,9 @@ def tried(session: Session) -> str:
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "")) for r in runs[:8]]
-    parts += [f"{p['name']} {p['state']}: {_first_line(p.get('why', ''))[:240]}" for p in stuck]
+    parts += [f"and {len(runs) - 8} more toggle(s)"] if len(runs) > 8 else []
+    # a probe's why is our own sentence: whole, never cut
+    parts += [f"{p['name']} {p['state']}: {' '.join(str(p.get('why') or '').split())}" for p in stuck]
     return ("no strategy tried is credited with a fix: " if passed else "the strategies tried did not fix it: ") + \
         "; ".join(parts)
 

@@ -17,6 +17,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from diagnose.findings import clip
+
 
 def _label(run) -> str:
     return str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
@@ -185,7 +187,7 @@ class PlainProgress(Progress):
         if str(st.status) == "skipped":
             return
         budget = f" of {st.budget_s:g} s" if st.budget_s else ""
-        msg = f": {st.message[:160]}" if st.message and str(st.status) != "ok" else ""
+        msg = f": {clip(st.message, 160)}" if st.message and str(st.status) != "ok" else ""
         c = st.compile_step
         step = f" (after its compile step: {c.status} {clock(c, of_budget=False)})" if c is not None else ""
         when = (clock(st) if not st.lost_worker else

@@ -4,7 +4,7 @@ needs_gpu.
 """
 from __future__ import annotations
 
-from diagnose.findings import Verdict
+from diagnose.findings import CUT, Verdict, clip
 from diagnose.errors import BadInput
 from diagnose.engine.runs import RunPool
 from diagnose.session import Role
@@ -37,10 +37,11 @@ def preflight(pool: RunPool) -> bool:
     if werr and st.status != Status.NEEDS_GPU and any(p.name == "reference_import" and not p.ok for p in st.phases):
         pool.quiet = True       # a bad folder leaves no report behind
         raise BadInput(f"{pool.settings.problem}/reference.py: fails to import: {werr['type']}: "
-                       f"{werr['message'].strip().splitlines()[0][:300] if werr['message'].strip() else ''}")
+                       f"{clip(werr['message'].strip().splitlines()[0], 300) if werr['message'].strip() else ''}")
     env = next((e for e in st.events if e["k"] == "env"), {})
     msg = (st.message or "").replace("the worker failed before the stage: ", "")
-    msg = msg if len(msg) <= 300 else msg[:msg.find(". ", 0, 300) + 1 or 300]
+    end = msg.find(". ", 0, 300)      # a long message: its first sentence, saying the rest was left out
+    msg = msg if len(msg) <= 300 else msg[:end + 1] + CUT if end >= 0 else clip(msg, 300)
     where = f"{env['gpu']} (compute capability {env['capability']})" if env.get("gpu") else "no CUDA GPU"
     target = (f"the problem is set for {', '.join(pool.settings.gpus_for)}" if pool.settings.gpus_for else
               "it needs FP4 tensor cores (sm_100, B200 class)" if any(x in msg.lower() for x in

@@ -9,6 +9,7 @@ import ast
 import os
 
 from diagnose.facts.measures import recompiles
+from diagnose.findings import clip
 from diagnose.session import Run, StageResult
 from diagnose.status import Status
 
@@ -96,7 +97,7 @@ def compiled_inside_capture(run: Run | None) -> list[str]:
         open_capture = any(o["end_s"] is None for o in outer)
         if open_capture and any(f"torch{os.sep}_dynamo" in f["file"] or f"torch{os.sep}_inductor" in f["file"]
                                 for f in frames):
-            out.append(f"{st.name}: the capture failed inside torch.compile's own code ({st.message[:120]})")
+            out.append(f"{st.name}: the capture failed inside torch.compile's own code ({clip(st.message, 120)})")
         if open_capture and st.stacks and ("torch/_dynamo" in st.stacks or "torch/_inductor" in st.stacks):
             out.append(f"{st.name}: stopped inside torch.compile's code while the outer capture was open")
     return out

@@ -8,6 +8,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from diagnose.analysis import claims, summary
+from diagnose.findings import clip
 from diagnose.session import Session
 from diagnose.status import FAILURES, Status
 
@@ -34,7 +35,8 @@ def run_summary(session: Session, report_path: str, quiet: bool = False) -> list
     for c in claims.by_kind(cl, "cleared"):
         out.append(f"  not the cause: {escape(c.title)}" + (f" ({c.detail})" if c.detail else ""))
     for c in claims.by_kind(cl, "inconclusive"):
-        out.append(f"  inconclusive: {escape(c.title)}: {escape(c.text)}")
+        out.append(f"  {escape(c.text)}" if c.key == claims.NOT_LOOKED_KEY else
+                   f"  inconclusive: {escape(c.title)}: {escape(c.text)}")
     fix = claims.one(cl, "fix")
     if fix:
         us = session.fix.steady_us
@@ -78,9 +80,9 @@ def _stage_table(session: Session, gpu: bool):
         if c is not None:
             t.add_row(f"{st.name}: compile step", str(c.status), f"{c.charged_s:.1f}" + ("" if gpu else " (CPU)"),
                       f"{c.budget_s:.0f}", f"{c.charged_s / c.budget_s:.0%}" if c.budget_s else "—",
-                      escape(("the harness ignores it: " + c.message if c.message else
-                              "the harness ignores how it ends")[:80]))
-        t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(st.message[:80]))
+                      escape(clip("the harness ignores it: " + c.message if c.message else
+                                  "the harness ignores how it ends", 80)))
+        t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(clip(st.message, 80)))
     return t, over, cpu_over, tight, wide
 
 
@@ -187,10 +189,20 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
                                                                   if stage_progress(session)[1] else "")
     else:
         word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu)
-        lines += _notes(word, over, cpu_over, tight, wide, gpu)
+        lines += _notes(word, over, cpu_over, tight, wide, gpu) + _top_statement(session, word)
     color = {Word.SAFE: "green", Word.PASSED_ON_CPU: "green", Word.AT_RISK: "red", Word.FAILS: "red"}
     lines.append(f"[bold {color.get(word, 'yellow')}]{word}[/] {escape(label)}")
     return (lines[-1:] if quiet else lines), word
+
+
+def _top_statement(session: Session, word: Word) -> list[str]:
+    """A failure's top statement, as the report gives it: for a check (no probe ran), the failure, where it
+    happened and that its cause was not looked for, with the `diagnose run` command that would look."""
+    if word != Word.FAILS:
+        return []
+    cl = claims.derive(session)
+    top = next(iter(claims.by_kind(cl, "cause")), None) or claims.one(cl, claims.NOT_LOOKED_KEY)
+    return [escape(top.text if top.text.endswith(".") else top.text + ".")] if top else []
 
 
 def _notes(word: Word, over: list, cpu_over: list, tight: list, wide: list, gpu: bool) -> list[str]:

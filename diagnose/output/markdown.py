@@ -18,7 +18,7 @@ from diagnose.analysis.claims import Claim
 from diagnose.output import md_bisect, md_libs, md_public, md_stages, md_state
 from diagnose.output.text import code_span, fence
 from diagnose.session import Role, Run, Session
-from diagnose.status import UNEXPLAINED, Status
+from diagnose.status import NOT_LOOKED, UNEXPLAINED, Status
 
 
 def _s(x, unit="s", nd=2) -> str:
@@ -73,6 +73,8 @@ def _head(s: Session, cl: list[Claim]) -> list[str]:
         which = "every stage" if set(ran) >= {"test", "benchmark", "leaderboard"} or not ran else \
             f"every stage run ({', '.join(ran)})"
         out.append(f"- **Verified fix:** {code_span(fix.title)} passes {which}{us}. Diff below.")
+    elif claims.one(cl, claims.NOT_LOOKED_KEY):     # no probe ran: no variant was tried
+        out.append("- **Verified fix:** none: no probe ran, so no variant was tried.")
     else:
         out.append("- **Verified fix:** none" + ("." if v.status == Status.OK else
                                                   ": no variant passed every stage the baseline ran."))
@@ -92,6 +94,9 @@ def _no_cause(s: Session) -> str:
     own = next((i for i in s.inconclusive if i.probe == UNEXPLAINED), None)
     if own:
         return f"inconclusive: {own.reason}."
+    unsought = next((i for i in s.inconclusive if i.probe == NOT_LOOKED), None)
+    if unsought:        # a session that ran no probe (check): the failure, and that its cause was not looked for
+        return f"not looked for. {unsought.reason}."
     return "none: no probe ran far enough to tell, and no hot spot was measured."
 
 
@@ -138,7 +143,7 @@ def _causes(s: Session, cl: list[Claim]) -> list[str]:
         out += ["### Verified not to be the cause", ""]
         out += [f"- `{c.title}`: {c.text}" + (f" ({c.detail})" if c.detail else "") + f" Runs {', '.join(c.runs)}."
                 for c in cleared] + [""]
-    unsure = claims.by_kind(cl, "inconclusive")
+    unsure = [c for c in claims.by_kind(cl, "inconclusive") if c.key != claims.NOT_LOOKED_KEY]   # said above
     if unsure:
         out += ["### Inconclusive", ""]
         out += [f"- `{i.title}`: {i.text}. Runs {', '.join(i.runs)}." for i in unsure] + [""]

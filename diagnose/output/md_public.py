@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 
 from diagnose.output import public
-from diagnose.output.text import code_span, fence
+from diagnose.output.text import code_span, fence, tail
 from diagnose.session import Session
 
 # What each folded section holds, as its <summary> says it (plain text: it is HTML, not Markdown)
@@ -47,7 +47,7 @@ def stacks(text: str, cap: int) -> list[str]:
     """A stack dump as a report shows it: the submission's threads (the main one and those it started), the
     tool's own threads counted and left out, its tail when long."""
     shown, left = public.submission_threads(text)
-    out = fence(shown.rstrip()[-cap:])
+    out = fence(tail(shown.rstrip(), cap))
     if left:
         out += ["", f"Left out above: {left} thread(s) of diagnose's own worker (its watchdog, sampler and metrics "
                     f"poller), not the submission's."]

@@ -5,8 +5,9 @@ with the submission's frames first, and the compile metrics of every run.
 from __future__ import annotations
 
 from diagnose.analysis import summary
+from diagnose.findings import clip
 from diagnose.output import md_public, md_state
-from diagnose.output.text import code_span, fence, fold_frames
+from diagnose.output.text import code_span, fence, fold_frames, tail
 from diagnose.session import Session, StageResult
 from diagnose.status import Status
 
@@ -78,9 +79,9 @@ def failure(s: Session) -> list[str]:
         frames = st.exception.get("frames") or []
         out += [f"Exception in `{st.phase}`, the submission's frames first (library frames folded):", ""]
         out += fence("\n".join(fold_frames(frames, "submission.py", shown=sub)) + "\n" +
-                     f"{st.exception.get('type')}: {(st.exception.get('message') or '').strip()[:2000]}")
+                     f"{st.exception.get('type')}: {clip((st.exception.get('message') or '').strip(), 2000)}")
         out += ["", "<details><summary>Full traceback</summary>", "", *fence(
-            (st.exception.get("traceback") or "").rstrip()[-6000:]), "", "</details>", ""]
+            tail((st.exception.get("traceback") or "").rstrip(), 6000)), "", "</details>", ""]
     x = (st.numerics or {}).get("stats")
     if x and x.get("worst"):
         out += [f"Against the reference's own output ({st.numerics.get('case')}): {summary.wrong_by(st)}.", "",
@@ -96,7 +97,7 @@ def failure(s: Session) -> list[str]:
         out += [f"Stacks when the process was stopped ({st.killed or st.signal or 'fatal signal'}).{hl}", "",
                 *md_public.stacks(st.stacks, 6000), ""]
     if st.stderr_tail.strip():
-        out += ["stderr (tail):", "", *fence(st.stderr_tail.rstrip()[-3000:]), ""]
+        out += ["stderr (tail):", "", *fence(tail(st.stderr_tail.rstrip(), 3000)), ""]
     if len(out) == 2:        # a heading with nothing under it reads as a section lost
         out += [f"The failed stage (`{st.name}`) left no exception, stacks or stderr to show.", ""]
     return out
@@ -121,5 +122,8 @@ def compile_metrics(s: Session) -> list[str]:
     reasons = {str(x["reason"]).strip() for r in s.runs for st in r.stages for x in summary.recompiles(st)
                if x["reason"]}
     if reasons:
+        # torch's text, cut silently: marking the cut (findings.clip) re-renders the committed recompile-storm
+        # examples, whose reasons run past 200 characters; left for that decision
         out += ["", "Recompile reasons:", ""] + [f"- {code_span(x[:200])}" for x in sorted(reasons)[:10]]
     return out + ["", "Seconds; each layer excludes the layers inside it.", ""]
+

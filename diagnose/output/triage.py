@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 
+from diagnose.findings import clip
 from diagnose.triage.classes import order
 from diagnose.triage.rows import FIELDS
 
@@ -42,9 +43,10 @@ def markdown(rows: list[dict], total: int, title: str = "diagnose triage", cost:
             if r.get("report") and r.get("key") in changed:
                 name += " (report changed since its task wrote it)"
             where = " / ".join(x for x in (r.get("stage"), r.get("phase")) if x)
-            why = r.get("cause") or r.get("why") or ""
+            # the cause: a statement's first sentence, whole (rows.py); the reason: a message, capped
+            why = r.get("cause") or clip(r.get("why") or "", 160)
             wall = f"{r['wall_s']:.0f} s" if isinstance(r.get("wall_s"), (int, float)) else ""
-            out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why[:160])} | "
+            out.append(f"| {name} | {r['status']} | {_cell(where)} | {_cell(r.get('line'))} | {_cell(why)} | "
                        f"{_cell(r.get('fix'))} | {wall} | {_cell(r.get('gpu'))} |")
         out.append("")
     return "\n".join(out)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from diagnose.errors import BadInput, Refused
+from diagnose.findings import clip
 from diagnose.source.refusals import refusals
 from diagnose.source.bindings import binds_dynamically, bindings
 
@@ -75,7 +76,7 @@ def load_submission(path: str | Path) -> Submission:
     except SyntaxError as e:
         raise BadInput(f"{p}:{e.lineno}: syntax error: {e.msg}") from None
     except (RecursionError, MemoryError, ValueError) as e:
-        raise BadInput(f"{p}: Python cannot compile it: {type(e).__name__}: {str(e)[:200]}") from None
+        raise BadInput(f"{p}: Python cannot compile it: {type(e).__name__}: {clip(str(e), 200)}") from None
     kind = _entry_kind(tree)
     if kind is None and binds_dynamically(tree):
         kind = "dynamic"    # bound through globals() or the like: the run's import will tell

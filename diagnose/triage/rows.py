@@ -11,6 +11,8 @@ import json
 import re
 from pathlib import Path
 
+from diagnose.findings import clip
+from diagnose.status import NOT_LOOKED
 from diagnose.triage.classes import cause_class
 
 FIELDS = ("file", "leaderboard", "problem", "status", "class", "stage", "phase", "line", "cause", "fix", "wall_s",
@@ -22,7 +24,7 @@ _MARKUP = re.compile(r"\[/?[a-z ]*\]")
 
 def _last_line(text: str) -> str:
     lines = [_MARKUP.sub("", x).strip() for x in text.strip().splitlines() if x.strip()]
-    return lines[-1][:300] if lines else ""
+    return clip(lines[-1], 300) if lines else ""
 
 
 def _session(item: dict, since: float | None) -> tuple[dict | None, dict]:
@@ -54,21 +56,24 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
     if s is not None:
         v = s.get("verdict") or {}
         site = v.get("site") or {}
-        top = (s.get("causes") or [None])[0] or {}
+        # a session that ran no probe (check) has no cause: its statement that the cause was not looked for
+        top = (s.get("causes") or [None])[0] or next((i for i in s.get("inconclusive") or []
+                                                      if i.get("probe") == NOT_LOOKED), None) or {}
         target = (s.get("harness") or {}).get("target") or {}
         # the line is the top cause's (where the time went, where a wrong value came from), else where the verdict
         # stopped: a deadline that lands in the harness's own step (cloning inputs) stops in no line of the file
         row.update(leaderboard=target.get("leaderboard"), problem=(s.get("task") or {}).get("name"),
                    stage=v.get("stage"), phase=v.get("phase"), line=(top.get("site") or site).get("line"),
-                   cause=_first_sentence(top.get("narrative") or ""), fix=(s.get("fix") or {}).get("toggle"))
+                   cause=_first_sentence(top.get("narrative") or top.get("reason") or ""),
+                   fix=(s.get("fix") or {}).get("toggle"))
         # what the run tried beyond its walls, and which walls this machine lacked (runs/jail.py): said in the row
         row["tried"] = list(((s.get("harness") or {}).get("container") or {}).get("tried") or [])
         row["isolation_missing"] = list(((s.get("harness") or {}).get("isolation") or {}).get("missing") or [])
         row["status"] = VERDICTS.get(v.get("status"), "inconclusive")
         if row["status"] == "inconclusive":
-            row["why"] = f"{v.get('status')}: {v.get('message') or ''}".strip()[:300]
+            row["why"] = clip(f"{v.get('status')}: {v.get('message') or ''}".strip(), 300)
         elif row["status"] != "ok":
-            row["why"] = (v.get("message") or "")[:300]
+            row["why"] = clip(v.get("message") or "", 300)
     if killed_at is not None:
         row.update(status="inconclusive", why=f"the command did not end within its hard limit of {killed_at:.0f} s "
                                               f"(its stages' budgets, compile steps and a margin)")
@@ -85,12 +90,14 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
 
 
 def _first_sentence(text: str) -> str:
+    """The cause's first sentence, whole; where it quotes the submission's own output at length, cut at a clause
+    end or a whole word, saying so (findings.clip)."""
     m = re.match(r"(.+?\.)(\s|$)", text)
-    return (m.group(1) if m else text)[:200]
+    return clip(m.group(1) if m else text, 400)
 
 
 def lost_row(item: dict, why: str) -> dict:
     row = dict.fromkeys(FIELDS)
-    row.update(file=item["shown"], key=item["key"], status="lost", why=why[:300])
+    row.update(file=item["shown"], key=item["key"], status="lost", why=clip(why, 300))
     row["class"] = cause_class(row, None)
     return row

@@ -1,0 +1,35 @@
+"""no-probe-claims: a session that ran no probe (analysis/not_looked.py) says nothing of what probes found or
+cleared, and only such a session says its cause was not looked for. Pure: each finding is (rule, claim, missing),
+which audit.py reports with the others."""
+from __future__ import annotations
+
+from diagnose.analysis.claims import NOT_LOOKED_KEY, Claim
+from diagnose.analysis.not_looked import looked
+from diagnose.session import Session
+from diagnose.status import NOT_LOOKED, UNEXPLAINED
+
+# What only probes could have found: what they found or not, what their toggles did, a conclusion resting on that
+FOUND_BY_PROBES = ("no probe found", "no probe toggle", "the strategies tried", "no strategy tried",
+                   "no suspect the probes know", "the cause is in that code itself", "fixes it", "combination run")
+# Cause kinds that rest on toggles: a probe's suspect shown by its toggle, and "too slow wherever it runs"
+TOGGLED_KINDS = ("mechanism", "too_slow")
+
+
+def no_probe_claims(s: Session, claims: list[Claim]) -> list[tuple[str, str, str]]:
+    rule = "no-probe-claims"
+    if looked(s):
+        return [(rule, c.key, "it says its cause was not looked for, yet probes ran") for c in claims
+                if c.key == NOT_LOOKED_KEY]
+    out = []
+    kinds = {f"cause {c.rank}": str(c.kind) for c in s.causes}
+    for c in claims:
+        said = next((w for w in FOUND_BY_PROBES if w in c.text.lower()), None)
+        if c.kind in ("cleared", "fix", "cost"):
+            out.append((rule, c.key, "no probe ran, so no toggle cleared or fixed anything"))
+        elif c.kind == "cause" and kinds.get(c.key) in TOGGLED_KINDS:
+            out.append((rule, c.key, f"a {kinds[c.key]} cause rests on toggles, and no probe ran"))
+        elif c.kind == "inconclusive" and c.title not in (NOT_LOOKED, UNEXPLAINED):
+            out.append((rule, c.key, f"no probe ran, so the {c.title} probe left nothing inconclusive"))
+        elif c.kind in ("cause", "inconclusive") and said:
+            out.append((rule, c.key, f"it says '{said}', but no probe ran"))
+    return out
