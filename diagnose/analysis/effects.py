@@ -43,7 +43,7 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
     mod = BY_NAME.get(run.probe or "")
     kind = mod.INFO.takes_away if mod is not None else None
     if kind == "lines":
-        return _got_past(session, base, run, lines_effect(session, base, run, mod.INFO.sites))
+        return _took(mod, base, run, _got_past(session, base, run, lines_effect(session, base, run, mod.INFO.sites)))
     if kind == "compile":
         return compile_effect(base, run)
     if kind == "captures":
@@ -56,6 +56,21 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
     if kind == "switch":
         return switch_effect(base, run)
     return Effect(None, None, "its probe names no measure of what its toggle takes away")
+
+
+def _took(mod, base: Run, run: Run, e: Effect) -> Effect:
+    """A probe that can see its suspect's work in the run itself (`took(base, run)`: the search probe's hook saw
+    candidates timed) overrides the time measure: a run that still did the work did not take the toggle, however
+    its time fell; one that shows the work gone took it, where the time measure could not say."""
+    seen = getattr(mod, "took", None)
+    verdict = seen(base, run) if seen is not None else None
+    if verdict is None or e.identical:
+        return e
+    gone, what = verdict
+    if not gone:
+        return replace(e, removed=False, moved=False, what=f"{what}; {e.what}")
+    return replace(e, reached=True if e.reached is None else e.reached,
+                   removed=True if e.removed is None else e.removed, what=f"{e.what}; {what}")
 
 
 def _chain(session: Session, run: Run) -> list[int]:

@@ -8,8 +8,12 @@ still starts the probe before the baseline has ended.
 
 A search's result cannot be read from a timed run that the deadline cut off, so the engine runs one tuning run
 (every shape once, outside any budget); the hook reports what each place the searches changed held at its end.
-The toggle writes that back where the code reads it (pin.py). A value no literal can hold (a compiled kernel, a
-config object) cannot be pinned, and the plan says which and why.
+The choice is what the search picked: a value the search held in hand while it timed (a candidate, a timed call's
+argument), linked by the hook, never a counter or an input that merely changed at every shape. Where the search's
+function (or one above it) returned that value at every shape, the toggle pins the function's return per key
+(pin_returns); else it writes the kept places back where the code reads them (pin). A value no literal can hold
+(a compiled kernel, a config object) cannot be pinned, and the plan says which and why. A pin counts only where
+its run shows the search gone (`took`): a run that still timed candidates proves nothing.
 """
 from __future__ import annotations
 
@@ -17,13 +21,16 @@ from functools import partial
 
 from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
-from probes.search.evidence import choices, kept_places, searches, story, tuned_choices
-from probes.search.pin import pin
+from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
+from probes.search.pin import pin, pin_returns
+
+__all__ = ["INFO", "mechanism", "plan", "took"]
 
 INFO = ProbeInfo("search", "a search the code runs at each new shape, timing candidates and keeping the best",
-                 "the run: the submission's code reading a clock (perf_counter, CUDA events, do_bench) between "
-                 "candidates at a shape's first call, and the state that call left (a dict, an attribute, a cache)",
-                 "pin what the search kept in a tuning run, per shape, where the code reads it",
+                 "the run: the submission's code, in any thread, reading a clock (time's clocks, timeit, "
+                 "torch.utils.benchmark, CUDA events, do_bench) between candidates at a shape's first call, what its "
+                 "function returned and the state that call left (a dict, a list, an attribute, a cache)",
+                 "pin what the search picked in a tuning run, per shape, where the code reads it",
                  describe="a search written by hand, timing candidates at each new shape", sites=("search",),
                  needs_baseline=True, ranks={"pinned": 2}, takes_away="lines", hook="probes.search.hook")
 
@@ -47,21 +54,27 @@ def plan(ctx: PlanContext) -> Plan:
     tuned = sorted(tuned_choices(ctx.tuning))
     if tuned and not choices([r["changed"] for r in ran]):    # the deadline cut the baseline's phase before it said
         why += f", and there its choice went to `{'`, `'.join(tuned)}`"
+    # the code's own place for the choice where it has one; else the function that returned it at every shape
+    returned = returned_choices(ctx.tuning, ran)[:1] if refused or not places else []
+    if returned:
+        places, refused = [], []
+        f = returned[0]
+        why += f"; {f['func']}() returned the value it timed at each of {f['entries']} shape(s)"
     toggles = []
-    if places:
+    edit = partial(pin_returns, functions=returned) if returned else partial(pin, places=places) if places else None
+    if edit is not None:
         try:
-            edited = pin(ctx.source, places)
-        except ValueError as e:
+            edited = edit(ctx.source)
+        except (ValueError, SyntaxError) as e:
             edited, refused = None, [*refused, str(e)]
         size = len(edited.encode()) if edited is not None else 0
         if size > LIMIT_BYTES:
             refused.append(f"pinned, the file would be {size:,} bytes, over KernelBot's 1 MB cap")
         elif edited is not None:
-            names = ", ".join(p["path"] for p in places)
-            entries = sum(p.get("entries") or 0 for p in places)
-            toggles.append(Toggle(INFO.name, f"search results pinned in {names} ({entries} shapes, "
-                                             f"+{size - len(ctx.source.encode()):,} bytes)",
-                                  partial(pin, places=places), removes=True))
+            where = f"{returned[0]['func']}()'s return" if returned else ", ".join(p["path"] for p in places)
+            entries = returned[0]["entries"] if returned else sum(p.get("entries") or 0 for p in places)
+            toggles.append(Toggle(INFO.name, f"search results pinned in {where} ({entries} shapes, "
+                                             f"+{size - len(ctx.source.encode()):,} bytes)", edit, removes=True))
     if refused:
         why += "; cannot pin " + "; ".join(refused)
     return Plan(RUN if toggles else CANNOT_TOGGLE, why, toggles, evidence=evidence)

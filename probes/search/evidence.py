@@ -90,13 +90,18 @@ def choices(phases: list[list[dict]]) -> set[str]:
     the search ran for (what changed once, an input parked on the first call, is not the choice); where a dict or
     a cache holds it, not a bare attribute bound beside it; and where some hold plain values, not those holding
     tensors or objects."""
-    counts, kinds, plain = {}, {}, {}
+    counts, kinds, plain, linked = {}, {}, {}, {}
     for changed in phases:
         for c in changed:
             counts[c["path"]] = counts.get(c["path"], 0) + 1
             kinds[c["path"]] = c["kind"]
             plain[c["path"]] = plain.get(c["path"], True) and c.get("plain", True)
-    if any(k in ("dict", "cache") for k in kinds.values()):
+            linked[c["path"]] = linked.get(c["path"], False) or c.get("linked", c["kind"] == "cache")
+    if any(linked.values()):     # a value the searches held while timing: their choice, not a counter beside them
+        counts = {p: n for p, n in counts.items() if linked[p]}
+    elif any("linked" in c for changed in phases for c in changed):
+        return set()             # the hook judged every place, and none holds what the searches timed
+    if any(k in ("dict", "cache", "list") for k in kinds.values()):
         counts = {p: n for p, n in counts.items() if kinds[p] != "attr"}
     if any(plain[p] for p in counts):       # values a literal holds are choices; tensors parked beside them are not
         counts = {p: n for p, n in counts.items() if plain[p]}
@@ -131,6 +136,51 @@ def kept_places(tuning: Run, ran: list[dict], scanned: list[str]) -> tuple[list[
         else:
             places.append(k)
     if not linked and ran:
-        refused.append("the searches left their choice nowhere a later call reads it at module level (a local, "
-                       "or an object the module does not hold)")
+        refused.append("no place of the module took a value the searches timed (what they chose is kept in a "
+                       "local, or in an object the module does not hold), and no function of theirs returned it")
     return places, refused
+
+
+def returned_choices(tuning: Run | None, ran: list[dict]) -> list[dict]:
+    """The search functions whose return is the choice, from the tuning run: at every shape it searched, the
+    function returned a value the search held while timing, a literal can hold it and its key, and no key got two
+    values. Deepest first (the search's own function before its callers): [{func, def_line, table, entries}]."""
+    if tuning is None:
+        return []
+    phases = [e for _, e in _facts(tuning) if e.get("what") == "phase" and e.get("searches")]
+    by_fn: dict[tuple, list[dict]] = {}
+    for e in phases:
+        for r in e.get("returned") or []:
+            by_fn.setdefault((r["func"], r["def_line"]), []).append(r)
+    depth = {(r["func"], r.get("def_line")): len(r.get("path") or []) for r in ran}
+    out = []
+    for (func, line), recs in by_fn.items():
+        table: dict[str, str] = {}
+        if not all(r.get("key") and r.get("text") and r.get("linked") for r in recs):
+            continue
+        if any(table.setdefault(r["key"], r["text"]) != r["text"] for r in recs):
+            continue                        # its arguments do not tell the shapes apart
+        if sum(any(r["func"] == func for r in e.get("returned") or []) for e in phases) < len(phases):
+            continue                        # a shape whose search it did not return: not the choice's only road
+        out.append({"func": func, "def_line": line, "entries": len(table),
+                    "table": "{" + ", ".join(f"{k}: {v}" for k, v in table.items()) + "}",
+                    "depth": depth.get((func, line), -1)})
+    return sorted(out, key=lambda f: -f["depth"])
+
+
+def took(base: Run, run: Run) -> tuple[bool | None, str] | None:
+    """Whether a variant's run shows its searches gone: None where the search probe's hook saw nothing to judge by;
+    (False, why) where the run still timed candidates at a shape's first call (the pin did not take: nothing
+    follows from the run); (True, what) where it reached first calls and timed none there."""
+    if not searches(base):
+        return None
+    still = [r for r in searches(run) if r["phase"].startswith("first_call:")]
+    if still:
+        r = still[0]
+        return False, (f"{run.id} still searched: {sum(x['candidates'] for x in still)} candidates timed in "
+                       f"{len({x['phase'] for x in still})} first call(s), the first in {r['func']}() at {r['phase']}"
+                       f" ({r['seconds']:.1f} s): the pin did not take")
+    firsts = [p for st in run.stages for p in st.phases if p.name.startswith("first_call:") and not p.open]
+    if not firsts:
+        return None      # no first call ended: a search cut off before its third candidate would not show
+    return True, f"{run.id} timed no candidates in its {len(firsts)} first call(s)"

@@ -1,10 +1,16 @@
 """The search probe's hook in the worker (loaded by name: ProbeInfo.hook). It arms during each `first_call:` and
 `tune:` phase, and sends per phase what watch.py recorded: the searches that ran and the state they left.
 
+Clocks: any the submission's own code calls directly, in any thread: time's clocks (process and thread time
+included), timeit's default_timer (bound once timeit is imported, maybe before this hook: patched there too),
+timeit's and torch.utils.benchmark's timing calls, CUDA events' elapsed_time, and triton's do_bench. A library's own
+reads (torch.compile's, timeit's inner loop) are not the submission's and never count.
+
 In a tuning run (stage "tune") it also wraps each functools cache of the submission's module, and of its
-classes, to record what each argument tuple returned (a C cache cannot list its contents); at the stage's end
-it sends the final value of every place a phase changed, as source text where a literal can hold it.
-Nothing it wraps changes what the submission computes.
+classes, to record what each argument tuple returned (a C cache cannot list its contents), and records what each
+search's function returned for its arguments (returns.py); at the stage's end it sends the final value of every
+place a phase changed, as source text where a literal can hold it. Nothing it wraps changes what the submission
+computes.
 """
 from __future__ import annotations
 
@@ -13,22 +19,29 @@ import sys
 import threading
 import time
 
+from probes.search.returns import Returns
 from probes.search.watch import CLOCKS, Search, _places, changed, literal_text
 
 ARMED = ("first_call:", "tune:")
+# timing calls that time a whole candidate each (a read before and after inside them): module -> owner -> names
+TIMERS = {"timeit": {"": ("timeit", "repeat"), "Timer": ("timeit", "repeat", "autorange")},
+          "torch.utils.benchmark": {"Timer": ("timeit", "blocked_autorange", "adaptive_autorange")},
+          "triton.testing": {"": ("do_bench", "do_bench_cudagraph")}}
 
 
 class Hook:
     def __init__(self, api):
         self.api = api
-        self.main = threading.main_thread().ident
+        self.lock = threading.RLock()
+        self.local = threading.local()               # .busy: this thread is inside the hook's own record
         self.search: Search | None = None
         self.before: dict | None = None
+        self.returns = Returns(self._returned)
+        self.returned: list[dict] = []               # tuning: what search functions returned in this phase
         self.touched: dict[str, str] = {}          # tuning: path -> kind, over every phase
         self.calls: dict[str, dict] = {}            # tuning: cache path -> {args: result}
         self.methods: set[str] = set()              # tuning: the cache paths that are methods (keyed without self)
         self.wrapped = False
-        self.busy = False
         self.case = None
 
     # -- clocks --------------------------------------------------------------------------------------------
@@ -37,23 +50,39 @@ class Hook:
 
         @functools.wraps(fn)
         def read(*a, **k):
-            if hook.search is not None and not hook.busy and threading.get_ident() == hook.main:
+            if hook.search is not None and not getattr(hook.local, "busy", False):
                 caller = sys._getframe(1)
                 if caller.f_code.co_filename.startswith(hook.api.submission_dir):
-                    hook.busy = True
+                    hook.local.busy = True
                     try:
-                        hook.search.read(kind, weight, caller)
+                        with hook.lock:
+                            if hook.search is not None:
+                                hook.search.read(kind, weight, caller, threading.get_ident())
                     except Exception:  # noqa: BLE001 - the probe's record never breaks the submission's call
                         pass
                     finally:
-                        hook.busy = False
+                        hook.local.busy = False
             return fn(*a, **k)
+        read.__wrapped_clock__ = True
         return read
 
     def patch_clocks(self) -> None:
         for name in CLOCKS:
-            setattr(time, name, self.clock(getattr(time, name), f"time.{name}", 0.5))
-        self.api.on_import("triton.testing", lambda m: setattr(m, "do_bench", self.clock(m.do_bench, "do_bench", 1)))
+            if hasattr(time, name):
+                setattr(time, name, self.clock(getattr(time, name), f"time.{name}", 0.5))
+        for module, owners in TIMERS.items():
+            self.api.on_import(module, lambda m, owners=owners, module=module: self._timers(m, module, owners))
+
+    def _timers(self, mod, module: str, owners: dict) -> None:
+        if module == "timeit" and not getattr(mod.default_timer, "__wrapped_clock__", False):
+            mod.default_timer = self.clock(mod.default_timer, "timeit.default_timer", 0.5)
+        for owner, names in owners.items():
+            holder = getattr(mod, owner, None) if owner else mod
+            for name in names:
+                fn = getattr(holder, name, None) if holder is not None else None
+                if fn is not None and not getattr(fn, "__wrapped_clock__", False):
+                    label = f"{module}.{owner + '.' if owner else ''}{name}"
+                    setattr(holder, name, self.clock(fn, label, 1))
 
     def events(self, torch) -> None:
         """CUDA events' elapsed_time, patched on the class once torch is up (before the guard notes it): the
@@ -67,22 +96,37 @@ class Hook:
         if not name.startswith(ARMED):
             return
         mod = sys.modules.get("submission")
-        if what == "begin":
-            if name.startswith("tune:") and mod is not None and not self.wrapped:
-                self.wrapped = True
-                self._record_caches(mod)
-            self.search, self.before = Search(self.api, name), (_places(mod) if mod is not None else None)
-            self.case = fields.get("case")
-            return
-        if self.search is None:
-            return
-        found, self.search = self.search.found(), None
-        left = changed(self.before, _places(mod)) if mod is not None and self.before is not None else []
+        with self.lock:
+            if what == "begin":
+                tune = name.startswith("tune:")
+                if tune and mod is not None and not self.wrapped:
+                    self.wrapped = True
+                    self._record_caches(mod)
+                self.search = Search(self.api, name, on_search=self.returns.arm if tune else None)
+                self.before = _places(mod) if mod is not None else None
+                self.case, self.returned = fields.get("case"), []
+                return
+            if self.search is None:
+                return
+            search, self.search = self.search, None
+        found = search.found()
+        left = changed(self.before, _places(mod), search.linked) if mod is not None and self.before is not None \
+            else []
         for rec in left:
             self.touched[rec["path"]] = rec["kind"]
+        returned = [dict(r, linked=search.linked(r.pop("value"))) for r in self.returned]
         if found or left:
             self.api.emit(what="phase", phase=name, case=self.case, ok=fields.get("ok"),
-                          searches=found, changed=left)
+                          searches=found, changed=left, returned=returned)
+
+    def _returned(self, frame, key, value) -> None:
+        """An armed search function returned: its key and its value as source text, where literals hold them."""
+        code = frame.f_code
+        key_text, _ = literal_text(key)
+        text, why = literal_text(value)
+        if len(self.returned) < 200:
+            self.returned.append({"func": code.co_name, "def_line": code.co_firstlineno, "key": key_text,
+                                  "text": text, "error": why, "value": value if text else None})
 
     # -- a tuning run ----------------------------------------------------------------------------------------
     def _record_caches(self, mod) -> None:

@@ -8,12 +8,20 @@ the code finds the values there and skips the search:
 - an attribute bound again at run time: `<path> = <value>`
 - a functools cache (a function's, a method's): the function is wrapped by a table looked up first, with what the
   cache returned for each argument tuple; arguments it has never seen still reach the search.
+- a list the choices were appended to: its contents at the tuning run's end.
+
+A binding inside a module-level `try`, `if`, `with` or loop counts: the pin goes after that whole statement.
+
+`pin_returns` pins a search's function itself (returns.py recorded what it returned for each key): its body first
+looks its key up in a table and returns what the search returned there, however the code keeps or passes the
+choice on (a staticmethod over an lru_cache, a closure's dict, a thread). A key the table lacks still searches.
 """
 from __future__ import annotations
 
 import ast
 
 from diagnose.source.edits import apply_edits
+from probes.search.key import KEY_NAME, KEY_SOURCE
 
 SEEDED = "_pinned_first"
 _HELPER = f'''def {SEEDED}(search, table, method=False):
@@ -30,22 +38,42 @@ _HELPER = f'''def {SEEDED}(search, table, method=False):
 '''
 
 
+_BLOCKS = (ast.If, ast.Try, ast.With, ast.For, ast.While) + ((ast.TryStar,) if hasattr(ast, "TryStar") else ())
+
+
+def _binds(node, name: str) -> bool:
+    """The statement binds `name` at module level: itself, or anywhere in its blocks (never inside a def or a class
+    body, whose names are not the module's)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return node.name == name
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return any((a.asname or a.name.split(".")[0]) == name for a in node.names)
+    if isinstance(node, ast.Assign):
+        return any(isinstance(n, ast.Name) and n.id == name for t in node.targets for n in ast.walk(t))
+    if isinstance(node, (ast.AnnAssign, ast.AugAssign)):
+        return isinstance(node.target, ast.Name) and node.target.id == name
+    if isinstance(node, _BLOCKS):
+        if isinstance(node, ast.With) and any(i.optional_vars is not None and any(
+                isinstance(n, ast.Name) and n.id == name for n in ast.walk(i.optional_vars)) for i in node.items):
+            return True
+        if isinstance(node, ast.For) and any(isinstance(n, ast.Name) and n.id == name for n in ast.walk(node.target)):
+            return True
+        inner = [*node.body, *getattr(node, "orelse", []), *getattr(node, "finalbody", []),
+                 *(x for h in getattr(node, "handlers", []) for x in h.body)]
+        return any(_binds(x, name) for x in inner)
+    return False
+
+
 def binding_end(source: str, name: str) -> int | None:
-    """The last line of the last module-level statement that binds `name` (an assignment, a def, a class)."""
+    """The last line of the last module-level statement that binds `name` (an assignment, a def, a class, or a
+    try / if / with / loop with one inside)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, RecursionError, ValueError):
         return None
     end = None
     for node in tree.body:
-        names = set()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign):
-            names |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, (ast.AnnAssign, ast.AugAssign)) and isinstance(node.target, ast.Name):
-            names.add(node.target.id)
-        if name in names:
+        if _binds(node, name):
             end = node.end_lineno or node.lineno
     return end
 
@@ -57,6 +85,8 @@ def statement(kind: str, path: str, text: str, method: bool) -> str:
         return f"if isinstance({now}, dict):\n    {path}.update({text})\nelse:\n    {path} = dict({text})\n"
     if kind == "cache":
         return f"{path} = {SEEDED}({path}, {text}{', method=True' if method else ''})\n"
+    if kind == "list":
+        return f"{path}[:] = {text}\n"
     return f"{path} = {text}\n"
 
 
@@ -76,3 +106,42 @@ def pin(source: str, places: list[dict]) -> str:
     if not source.endswith("\n"):
         source += "\n"
     return apply_edits(source, [([ln, 0, ln, 0], text) for ln, text in at_line.items()])
+
+
+def table_name(def_line: int) -> str:
+    return f"_PINNED_L{def_line}"
+
+
+def pin_returns(source: str, functions: list[dict]) -> str:
+    """Each function ({func, def_line, table}) looks its key up first; the key function and the tables go at the
+    file's end, read only when the function is called (after the module's import)."""
+    tree = ast.parse(source)
+    defs = {(n.name, n.lineno): n for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    lines = source.splitlines()
+    edits, tail = [], [f"\n\n# pinned: what each search returned for each shape's key in a tuning run; its function "
+                       f"returns it without searching\n{KEY_SOURCE}"]
+    for f in functions:
+        named = [n for (name, _), n in defs.items() if name == f["func"]]
+        # by its line; in a source another toggle edited first (its lines moved), by its name where only one has it
+        node = next((n for n in named if n.lineno == f["def_line"] or
+                     any(d.lineno == f["def_line"] for d in n.decorator_list)), named[0] if len(named) == 1 else None)
+        if node is None:
+            raise ValueError(f"`{f['func']}` is defined nowhere at line {f['def_line']}")
+        first = node.body[0]
+        if isinstance(first, ast.Expr) and isinstance(getattr(first, "value", None), ast.Constant) and \
+                isinstance(first.value.value, str) and len(node.body) > 1:
+            first = node.body[1]            # after the docstring: the function keeps its __doc__
+        if first.lineno == node.lineno:
+            raise ValueError(f"`{f['func']}()` keeps its body on its def line: no line to look its table up on")
+        indent = lines[first.lineno - 1][:first.col_offset]
+        a = node.args
+        names = [x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs]] + \
+            [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+        table = table_name(f["def_line"])
+        guard = (f"{indent}_pinned_k = {KEY_NAME}({', '.join(names)})\n"
+                 f"{indent}if _pinned_k in {table}:\n{indent}    return {table}[_pinned_k]\n")
+        edits.append(([first.lineno, 0, first.lineno, 0], guard))
+        tail.append(f"{table} = {f['table']}\n")
+    if not source.endswith("\n"):
+        source += "\n"
+    return apply_edits(source, edits) + "\n".join(tail)

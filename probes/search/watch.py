@@ -20,7 +20,15 @@ import time
 import types
 
 MIN_CANDIDATES = 3
-CLOCKS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns")
+CLOCKS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time",
+          "process_time_ns", "thread_time", "thread_time_ns")
+# clocks that time a whole candidate in one call (a read before and after inside them)
+WHOLE = ("do_bench", "cuda.Event.elapsed_time", "timeit.timeit", "timeit.repeat", "timeit.Timer.timeit",
+         "timeit.Timer.repeat", "timeit.Timer.autorange", "torch.utils.benchmark.Timer.timeit",
+         "torch.utils.benchmark.Timer.blocked_autorange", "torch.utils.benchmark.Timer.adaptive_autorange",
+         "triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
+VALUES_CAP = 512            # candidate values kept per search frame (their reprs)
+VALUE_TEXT = 200
 KEYS_SHOWN = 8
 TEXT_CAP = 400_000          # characters of one kept value's text (the file's 1 MB cap is checked on the edit)
 
@@ -77,23 +85,38 @@ def _leaves(v, depth=0):
 class Search:
     """One phase's clock reads, grouped by the submission frames they were made under."""
 
-    def __init__(self, api, phase: str):
+    def __init__(self, api, phase: str, on_search=None):
         self.api, self.phase = api, phase
+        self.on_search = on_search          # fn(frames): the frames of a search, once it crosses the threshold
         self.recs: dict[int, dict] = {}
         self.done: list[dict] = []
-        self.prev: list = []
+        self.prev: dict[int, list] = {}     # thread ident -> the chain of its last read (a search may run in any)
         self.sent: set = set()
 
-    def read(self, kind: str, weight: float, first) -> None:
+    def read(self, kind: str, weight: float, first, thread: int) -> None:
         chain, f = [], first
         while f is not None:
             if f.f_code.co_filename.startswith(self.api.submission_dir):
                 chain.append(f)
             f = f.f_back
         chain.reverse()
-        now, parent, same = time.perf_counter(), None, True
+        if not chain:
+            return
+        recs = self._recs(chain, thread, time.perf_counter())
+        self._count(recs, chain, kind, weight)
+        leaf = self._leaf(recs[-1])
+        if leaf is not None and id(leaf) not in self.sent:
+            self.sent.add(id(leaf))
+            self.api.emit(what="searching", phase=self.phase, search=self.describe(leaf))
+            if self.on_search is not None:
+                self.on_search(chain[:leaf["depth"] + 1])
+
+    def _recs(self, chain: list, thread: int, now: float) -> list[dict]:
+        """The record of each frame of the chain: the same living call as at this thread's last read, or a new one."""
+        prev, same, parent, out = self.prev.get(thread, []), True, None, []
+        seen = _values(chain)
         for i, fr in enumerate(chain):
-            same = same and i < len(self.prev) and self.prev[i] is fr
+            same = same and i < len(prev) and prev[i] is fr
             rec = self.recs.get(id(fr)) if same else None
             if rec is None:
                 old = self.recs.get(id(fr))
@@ -102,21 +125,52 @@ class Search:
                 rec = self.recs[id(fr)] = {
                     "func": fr.f_code.co_name, "file": fr.f_code.co_filename, "def_line": fr.f_code.co_firstlineno,
                     "depth": i, "weight": 0.0, "lines": {}, "kinds": [], "t0": now, "parent": parent, "children": 0,
-                    "path": [{"func": c.f_code.co_name, "line": c.f_lineno} for c in chain[:i]]}
+                    "path": [{"func": c.f_code.co_name, "line": c.f_lineno} for c in chain[:i]], "values": set(),
+                    "up": 0.0, "spin": False, "gave": [], "row": 0, "last": None}
                 if parent is not None:
                     parent["children"] += 1
-            rec["weight"] += weight
+            rec["t1"] = now
+            if len(rec["values"]) < VALUES_CAP:
+                rec["values"].update(seen[i])
+            out.append(rec)
+            parent = rec
+        self.prev[thread] = chain
+        return out
+
+    def _count(self, recs: list[dict], chain: list, kind: str, weight: float) -> None:
+        """Count the read on every frame of its chain, except a wait's: a call that reads one line's clock over and
+        over (spinning until a moment passes) times nothing, and what it gave its callers is taken back, so a
+        warmup that calls such a wait 40 times is not 40 candidates."""
+        leaf, line = recs[-1], chain[-1].f_lineno
+        leaf["lines"][line] = leaf["lines"].get(line, 0) + 1
+        leaf["row"] = leaf["row"] + 1 if leaf.get("last") == line else 1
+        leaf["last"] = line
+        if kind not in leaf["kinds"]:
+            leaf["kinds"].append(kind)
+        if leaf["spin"]:
+            return
+        # a wait reads one line again and again with nothing between; a timed loop alternates its reads
+        if leaf["children"] == 0 and leaf["row"] >= MIN_CANDIDATES and not any(k in WHOLE for k in leaf["kinds"]):
+            leaf["spin"] = True
+            for anc, at in leaf["gave"]:
+                anc["lines"][at] -= 1
+                if anc["lines"][at] <= 0:
+                    del anc["lines"][at]
+            for anc in recs[:-1]:
+                anc["weight"] -= leaf["up"]
+            if leaf["parent"] is not None:
+                leaf["parent"]["children"] -= 1
+            leaf["weight"] = 0.0
+            return
+        for rec, fr in zip(recs[:-1], chain):
             rec["lines"][fr.f_lineno] = rec["lines"].get(fr.f_lineno, 0) + 1
+            if len(leaf["gave"]) < 64:      # a wait shows itself by its third read; a longer call is no wait
+                leaf["gave"].append((rec, fr.f_lineno))
             if kind not in rec["kinds"]:
                 rec["kinds"].append(kind)
-            rec["t1"] = now
-            parent = rec
-        self.prev = chain
-        if chain:
-            leaf = self._leaf(self.recs[id(chain[-1])])
-            if leaf is not None and id(leaf) not in self.sent:
-                self.sent.add(id(leaf))
-                self.api.emit(what="searching", phase=self.phase, search=self.describe(leaf))
+        for rec in recs:
+            rec["weight"] += weight
+        leaf["up"] += weight
 
     @staticmethod
     def timed(rec) -> bool:
@@ -124,7 +178,7 @@ class Search:
         candidate, or reads through calls of their own), not one line spinning on a clock until a moment passes."""
         return rec["weight"] >= MIN_CANDIDATES and (
             rec["children"] >= MIN_CANDIDATES or sum(n >= MIN_CANDIDATES for n in rec["lines"].values()) >= 2 or
-            any(k in ("do_bench", "cuda.Event.elapsed_time") for k in rec["kinds"]))
+            any(k in WHOLE for k in rec["kinds"]))
 
     def _leaf(self, rec):
         """The deepest frame of this read's chain that holds the threshold's candidates."""
@@ -143,6 +197,35 @@ class Search:
         recs = [r for r in [*self.done, *self.recs.values()] if self.timed(r)]
         inner = {id(r["parent"]) for r in recs if r["parent"] is not None}
         return [self.describe(r) for r in recs if id(r) not in inner]
+
+    def linked(self, value) -> bool:
+        """The value is one the searches held in hand while they timed their candidates (a loop's candidate, a
+        timed call's argument, the best so far): their choice, not a counter or an input changed beside them."""
+        text = _text(value)
+        return text is not None and any(text in r["values"] for r in [*self.done, *self.recs.values()]
+                                        if self.timed(r))
+
+
+def _text(v) -> str | None:
+    """A plain value's text (what the candidate values are compared by); None for anything a literal cannot hold."""
+    if isinstance(v, (bool, type(None))) or not plain(v):
+        return None
+    text = repr(v)
+    return text if len(text) <= VALUE_TEXT else None
+
+
+def _values(chain) -> list[set]:
+    """For each frame of a read's chain, the plain values in it and in every frame below it: what that frame's
+    call had in hand at this read."""
+    out, below = [], set()
+    for fr in reversed(chain):
+        try:
+            here = {t for v in list(fr.f_locals.values()) if (t := _text(v)) is not None}
+        except Exception:  # noqa: BLE001 - a frame whose locals cannot be read adds nothing
+            here = set()
+        below = below | here
+        out.append(below)
+    return out[::-1]
 
 
 def _places(mod) -> dict:
@@ -165,6 +248,10 @@ def _places(mod) -> dict:
 def _place(out: dict, path: str, v, attr: bool) -> None:
     if isinstance(v, dict):
         out[path] = ("dict", frozenset(v) if len(v) < 20_000 else len(v), v)
+    elif isinstance(v, list):
+        # a list the choices are appended to: by its length (and its last item's identity, for one that was
+        # cleared and refilled to the same length)
+        out[path] = ("list", (len(v), id(v[-1]) if v else None), v)
     elif callable(getattr(v, "cache_info", None)) and callable(v):
         try:
             out[path] = ("cache", v.cache_info().currsize, v)
@@ -176,7 +263,9 @@ def _place(out: dict, path: str, v, attr: bool) -> None:
         out[path] = ("attr", (id(v), repr(v)[:200]) if plain(v) else id(v), v)
 
 
-def changed(before: dict, after: dict) -> list[dict]:
+def changed(before: dict, after: dict, linked=None) -> list[dict]:
+    """What the phase changed in the module's places; with `linked(value)`, whether each new value is one its
+    searches held while timing (a cache's new entries cannot be listed outside a tuning run: not judged)."""
     out = []
     for path, (kind, mark, obj) in after.items():
         old = before.get(path)
@@ -185,6 +274,7 @@ def changed(before: dict, after: dict) -> list[dict]:
         if old is not None and old[0] != kind:      # None then a dict: the place is new now
             old = None
         rec = {"path": path, "kind": kind}
+        new: list = []
         if kind == "dict":
             added = (mark - old[1]) if old and isinstance(mark, frozenset) and isinstance(old[1], frozenset) else \
                 (set(obj) if old is None else set())
@@ -192,6 +282,13 @@ def changed(before: dict, after: dict) -> list[dict]:
             grew = (mark - old[1]) if old and isinstance(mark, int) and isinstance(old[1], int) else 0
             rec.update(added=len(added) if added else grew,
                        keys=[repr(k)[:80] for k in shown], plain=all(plain(obj.get(k)) for k in shown))
+            new = [obj.get(k) for k in shown]
+            if rec["added"] <= 0:
+                continue
+        elif kind == "list":
+            start = old[1][0] if old and old[1][0] <= mark[0] else 0
+            new = obj[start:start + KEYS_SHOWN]
+            rec.update(added=mark[0] - start, plain=all(plain(x) for x in new))
             if rec["added"] <= 0:
                 continue
         elif kind == "cache":
@@ -200,5 +297,8 @@ def changed(before: dict, after: dict) -> list[dict]:
                 continue
         else:
             rec.update(value=repr(obj)[:120] if plain(obj) else type(obj).__name__, plain=plain(obj))
+            new = [obj]
+        if linked is not None and kind != "cache":
+            rec["linked"] = any(linked(x) or (isinstance(x, (tuple, list)) and any(map(linked, x))) for x in new)
         out.append(rec)
     return out
