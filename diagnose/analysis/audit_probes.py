@@ -1,9 +1,16 @@
-"""no-probe-claims: a session that ran no probe (analysis/not_looked.py) says nothing of what probes found or
-cleared, and only such a session says its cause was not looked for. Pure: each finding is (rule, claim, missing),
-which audit.py reports with the others."""
+"""Rules about what probes' toggles can show. Pure: each finding is (rule, claim, missing), which audit.py reports
+with the others.
+
+no-probe-claims: a session that ran no probe (analysis/not_looked.py) says nothing of what probes found or
+cleared, and only such a session says its cause was not looked for.
+untaken: a toggle whose own run shows its suspect's work still done (a search pin that did not take) took nothing
+away, so no cause rests on its run having failed: not "too slow wherever it runs", not "the cause is in that code
+itself". (Fixes and clearings on such a run are fix-credit's and cleared-effect's: effects.py measures the same.)"""
 from __future__ import annotations
 
-from diagnose.analysis.claims import NOT_LOOKED_KEY, Claim
+from diagnose.analysis.claims import NOT_LOOKED_KEY, Claim, cause_key
+from diagnose.analysis.comparison import single_runs
+from diagnose.analysis.effects import effect
 from diagnose.analysis.not_looked import looked
 from diagnose.session import Session
 from diagnose.status import NOT_LOOKED, UNEXPLAINED
@@ -33,3 +40,18 @@ def no_probe_claims(s: Session, claims: list[Claim]) -> list[tuple[str, str, str
         elif c.kind in ("cause", "inconclusive") and said:
             out.append((rule, c.key, f"it says '{said}', but no probe ran"))
     return out
+
+
+def untaken(s: Session) -> list[tuple[str, str, str]]:
+    base = s.baseline
+    if base is None:
+        return []
+    idle = []
+    for r in single_runs(s):
+        e = effect(s, base, r)
+        if e.identical or e.removed is False or e.moved:
+            idle.append(f"{r.id} ({e.why_not()})")
+    if not idle:
+        return []
+    return [("untaken", cause_key(c), f"it rests on toggles that failed, but {idle[0]}: its run took nothing away")
+            for c in s.causes if str(c.kind) == "too_slow" or "the cause is in that code itself" in c.narrative]

@@ -66,11 +66,11 @@ def _took(mod, base: Run, run: Run, e: Effect) -> Effect:
     verdict = seen(base, run) if seen is not None else None
     if verdict is None or e.identical:
         return e
-    gone, what = verdict
+    gone, what = verdict     # given only where the baseline's own run did the work: reached, whatever sampled it
     if not gone:
-        return replace(e, removed=False, moved=False, what=f"{what}; {e.what}")
-    return replace(e, reached=True if e.reached is None else e.reached,
-                   removed=True if e.removed is None else e.removed, what=f"{e.what}; {what}")
+        return replace(e, reached=True, removed=False, moved=False, what=f"{what}; {e.what}")
+    # seen gone from the run itself (a thread's search the sampler of the main thread never sees): taken away
+    return replace(e, reached=True, removed=True, what=f"{what}; {e.what}")
 
 
 def _chain(session: Session, run: Run) -> list[int]:

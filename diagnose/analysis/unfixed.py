@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
-from diagnose.analysis.effects import credit
+from diagnose.analysis.effects import credit, effect
 from diagnose.analysis.evidence import effective
 from diagnose.analysis.too_far import how_far
 from diagnose.findings import Cause, Inconclusive
@@ -140,6 +140,12 @@ def _in_the_code(session: Session, base: Run, site: dict | None, conf, confirmed
             f"{base.id} timed out in {st.name}{after}, but no stack at the deadline and no sample of its run "
             f"was in the submission's code, and {none}; what held it cannot be named from these runs"))
     where = f"{site['file']}:{site['line']}" if site else (st.phase or "start-up")
+    untaken = [r.id for r in single_runs(session) if _untaken(session, base, r)]
+    if st.status == Status.TIMEOUT and untaken:
+        # a toggle that did not take leaves its suspect standing: neither it nor the code itself is shown
+        return Inconclusive(probe=UNEXPLAINED, evidence=[base.id, *untaken], reason=(
+            f"{base.id} was still running at {where} when the {st.budget_s:g} s budget of {st.name} ran out; {none}; "
+            f"so these runs settle neither that suspect nor the code itself"))
     if st.status == Status.WRONG:
         ret = _return_line(session)
         site = site or ret
@@ -180,9 +186,13 @@ def tried(session: Session) -> str:
     # a run that got past the failure without taking its suspect's work away passed for another reason: said so
     fixed = [r for r in runs if base is not None and compare(session, base, r) == Compared.FIXED]
     passed = {r.id: why for r in fixed if (why := credit(session, base, r))}
+    untaken = {r.id: why for r in runs if r.id not in passed and base is not None and
+               (why := _untaken(session, base, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
-              (f" in {r.failed_stage.name}" if r.failed_stage else "")) for r in runs[:8]]
+              (f" in {r.failed_stage.name}" if r.failed_stage else "") +
+              (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else ""))
+             for r in runs[:8]]
     parts += [f"and {len(runs) - 8} more toggle(s)"] if len(runs) > 8 else []
     # a probe's why is our own sentence: whole, never cut
     parts += [f"{p['name']} {p['state']}: {' '.join(str(p.get('why') or '').split())}" for p in stuck]
@@ -201,7 +211,17 @@ def _all_failed_alike(session: Session, base: Run) -> list[Run]:
     """Every variant that ran ended as the baseline did (a timeout), wherever in its stages: the runs, or []
     when there are none or one of them ended otherwise."""
     runs = variant_runs(session)
-    return runs if runs and all(r.outcome == base.outcome for r in runs) else []
+    # a toggle whose run shows the suspect's work still there (a pin that did not take) took nothing away: its
+    # timeout says nothing of the work without it
+    return runs if runs and all(r.outcome == base.outcome and not _untaken(session, base, r) for r in runs) else []
+
+
+def _untaken(session: Session, base: Run, run: Run) -> str | None:
+    """Why the run's toggle did not take, where its run shows that; else None."""
+    if not run.probe or run.probe not in BY_NAME:
+        return None
+    e = effect(session, base, run)
+    return e.why_not() if e.identical or e.removed is False or e.moved else None
 
 
 def _return_line(session: Session) -> dict | None:

@@ -159,7 +159,7 @@ class Hook:
             value = self.calls.get(path) if kind == "cache" else (places.get(path) or (None, None, None))[2]
             text, why = literal_text(value) if value is not None else (None, "it was not there at the end")
             rec = {"what": "kept", "path": path, "kind": kind, "method": path in self.methods,
-                   "entries": len(value) if isinstance(value, dict) else None, "text": text, "error": why}
+                   "entries": len(value) if isinstance(value, (dict, list)) else None, "text": text, "error": why}
             self.api.emit(**rec)
 
 
