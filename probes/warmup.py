@@ -5,29 +5,37 @@ of a first call's (or the import's) samples, with its iterations counted where P
 before the baseline has run, the static scan's warmup loops stand in. The toggle sets each such loop
 to 1 and to 3 repetitions, however its count is written: a literal, a constant, a config entry or an
 attribute (the `range(...)` at the loop is edited, not the constant, so nothing else changes), a
-counter bound, or an elapsed-time bound (which becomes 0: the loop is skipped).
+counter bound, or an elapsed-time bound (which becomes 0: the loop is skipped). A range() count computed by a
+call (`range(_warmup_steps(x))`) is two suspects in one edit, the passes and the call: they are also run apart
+(warmup_call.py), and the cause names the one the runs show.
 """
 from __future__ import annotations
 
+import re
 from functools import partial
 
 from diagnose.facts import observed
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL, first_call
 from diagnose.source.edits import apply_edits
 from diagnose.source.scan import scan_source
+from probes import warmup_call
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import searches as found_searches
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
-                 "counts; before it has run, the static scan)", "N -> 1 | N -> 3",
+                 "counts; before it has run, the static scan)",
+                 "N -> 1 | N -> 3 | a count computed by a call: the count cut with the call kept, the call gone",
                  describe="the warmup iteration count", sites=("warmup",),
+                 ranks={warmup_call.STILL: 2, warmup_call.GONE: 2},
                  figures=lambda session: figures(session), takes_away="lines", yields_to=("search",))
 
 
-def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = ()) -> str:
+def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = (),
+              keep: bool = False) -> str:
     """Set the loops at `lines` (or, in a source other toggles have edited, the loops whose header reads
-    as one of `headers`) to n repetitions."""
+    as one of `headers`) to n repetitions; with `keep`, a range() count is still evaluated, and discarded (the
+    calls it makes stay: only the number of passes changes)."""
     loops = scan_source(source).loops
     if headers:
         src = source.splitlines()
@@ -40,10 +48,10 @@ def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[s
         if lp["form"] == "time":
             if n == 1:
                 edits.append((lp["count_span"], "0"))
-        elif lp["form"] == "range" and lp["start_text"] is not None:
-            edits.append((lp["count_span"], f"{lp['start_text']} + {n}"))
         else:
-            edits.append((lp["count_span"], str(n)))
+            new = f"{lp['start_text']} + {n}" if lp["form"] == "range" and lp["start_text"] is not None else str(n)
+            edits.append((lp["count_span"], f"({lp['count_text']}, {new})[-1]" if keep and lp["form"] == "range"
+                          else new))
     return apply_edits(source, edits)
 
 
@@ -95,10 +103,33 @@ def plan(ctx: PlanContext) -> Plan:
                for n in (1, 3) if top is None or top > n or (timed and n == 1)]
     if not toggles:
         return Plan(ABSENT, f"warmup loops already run {top} iteration(s) or fewer", evidence={"loops": found})
+    evidence = {"loops": found, "counts": {ln: v["count"] for ln, v in found.items()}}
+    called = warmup_call.calls(ctx.source, ctx.baseline, lines)
+    if called:
+        # N->1 and N->3 would both take the call away with the count: the edits that run them apart replace them
+        toggles, more = warmup_call.toggles(ctx.source, called, headers, set_count)
+        evidence.update(more)
     where = ", ".join(f"L{ln} (N={v['count_text']}" + (f", {v['iterations']} iterations" if v.get("iterations") else "")
                       + (f", {v['seconds']} s" if v.get("seconds") else "") + ")" for ln, v in sorted(found.items()))
-    return Plan(RUN, f"warmup loops at {where}", toggles,
-                evidence={"loops": found, "counts": {ln: v["count"] for ln, v in found.items()}})
+    return Plan(RUN, f"warmup loops at {where}", toggles, evidence=evidence)
+
+
+def describe(fixing: list[str]) -> str:
+    """A count computed by a call names what the runs that took them apart show; any other, the count."""
+    return warmup_call.describe(fixing) or INFO.describe
+
+
+def mechanism(session, base) -> str | None:
+    return warmup_call.story(session, base)
+
+
+_COUNT_ONLY = re.compile(rf"^warmup N->(\d+)(?:, `.*` {warmup_call.STILL})?$")
+
+
+def _passes(toggle: str | None) -> int | None:
+    """The passes of a toggle that changed only the loop count (a call in the count still made)."""
+    m = _COUNT_ONLY.match(toggle or "")
+    return int(m.group(1)) if m else None
 
 
 def per_iteration(session) -> dict | None:
@@ -113,8 +144,8 @@ def per_iteration(session) -> dict | None:
                  default=None)
     points = []
     for run in session.runs:
-        if run is base or (run.probe == "warmup" and "->" in (run.toggle or "")):
-            n = n_base if run is base else int(run.toggle.split("->")[-1])
+        if run is base or (run.probe == "warmup" and _passes(run.toggle) is not None):
+            n = n_base if run is base else _passes(run.toggle)
             # only a first call that ended: a phase cut off by the deadline measures the deadline
             fc = [f for f in (first_call(s) for s in run.stages) if f and not f["open"]]
             if n is not None and fc:
@@ -136,7 +167,8 @@ def figures(session) -> list[tuple[str, str, list[str]]]:
     if not w:
         return []
     pts = ", ".join(f"N={n}: {t:.2f} s" for n, t in w["points"])
-    runs = [r.id for r in session.runs if r is session.baseline or (r.probe == "warmup" and "->" in (r.toggle or ""))]
+    runs = [r.id for r in session.runs
+            if r is session.baseline or (r.probe == "warmup" and _passes(r.toggle) is not None)]
     if w["measurable"] and w["seconds_per_iteration"] < 0:   # more iterations, shorter first calls: no cost
         return [("warmup per iteration", f"Warmup shows no cost per iteration: the first calls were shorter with "
                                          f"more iterations ({pts})", runs)]

@@ -103,6 +103,10 @@ def _broken():
     s.runs[1] = run("r1", "warmup", "warmup N->1", walls=(5, 10, 20))
     out.append(("cause-unchanged", s))
 
+    s = all_timeout_session()     # "too slow wherever it runs", but one variant ran the submission unchanged
+    s.runs[1].source_sha, s.runs[1].switches = s.runs[0].source_sha, []
+    out.append(("untaken", s))
+
     s = interaction_session()     # the warmup toggle crashed later, in another stage: not "still the same"
     s.runs[3] = run("r3", "warmup", "warmup N->1", outcome="crash", fail_at="benchmark")
     out.append(("cleared-same", s))
@@ -165,6 +169,11 @@ def _broken():
     s.cleared.append(Cleared(probe="warmup", toggles=["warmup N->1"], outcome=Status.CRASH,
                              narrative="warmup N->1: still crash", evidence=["r0"]))
     out.append(("no-probe-claims", s))
+
+    from tests.test_count_calls import count_call_session
+    s = count_call_session()      # the call in the warmup's count was what mattered, yet the cause credits the count
+    s.causes[0].narrative = "The warmup iteration count causes the timeout: warmup N->1 fixes it."
+    out.append(("edit-parts", s))
 
     s = interaction_session()     # every probe ran, yet it says the cause was not looked for
     s.inconclusive.append(no_probe_session().inconclusive[0])

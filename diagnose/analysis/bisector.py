@@ -28,6 +28,7 @@ from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confid
 from diagnose.analysis.clearing import cleared
 from diagnose.analysis.cause_story import combination_story, each_alone
 from diagnose.analysis.ddmin import ddmin
+from diagnose.analysis.effect_parts import not_apart
 from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import confirmations, effective, thin
 from diagnose.findings import Cause, Inconclusive
@@ -246,6 +247,9 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
               effect(session, base, r).outside]
     if beside:
         narrative += f" {'; '.join(beside)}: the fix is not the suspect's alone."
+        conf = Confidence.MEDIUM if conf == Confidence.HIGH else conf
+    # one edit that also took away a call in a loop's count, and no run took the two apart: either may be the cause
+    if any(not_apart(session, base, r) for p in minimal for r in by[p][:1]):
         conf = Confidence.MEDIUM if conf == Confidence.HIGH else conf
     alternatives = [f"{r.probe}: {r.toggle}" for r in sorted(fixers, key=toggle_rank, reverse=True)
                     if not (r.probe in minimal and by[r.probe] and r is by[r.probe][0])]

@@ -175,3 +175,17 @@ def import_time_by_statement(run: Run | None) -> dict[int, float]:
         if out:
             return out       # one stage's import says it; later stages repeat it
     return out
+
+
+def line_seconds(run: Run | None, line: int) -> list[tuple[str, float, bool]]:
+    """Seconds a run spent with this submission line on its stack, per first call (and the import): (phase,
+    seconds, whether the phase ended) for each phase that had it. A loop header's line holds its count expression
+    (a call that works out the count), while its passes run on the lines below."""
+    out = []
+    for st in _stages(run):
+        ended = {p.name: not p.open for p in st.phases}
+        for phase, kinds in st.samples.items():
+            n = (kinds.get("stack") or {}).get(str(line), 0)
+            if n and (phase.startswith("first_call:") or phase == "submission_import"):
+                out.append((phase, n * (st.sample_interval_s or 0.01), ended.get(phase, False)))
+    return out

@@ -20,7 +20,8 @@ import threading
 import time
 
 from probes.search.returns import Returns
-from probes.search.watch import CLOCKS, Search, _places, changed, literal_text
+from probes.search.places import _places, changed
+from probes.search.watch import CLOCKS, Search, literal_text
 
 ARMED = ("first_call:", "tune:")
 # timing calls that time a whole candidate each (a read before and after inside them): module -> owner -> names
