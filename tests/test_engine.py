@@ -194,7 +194,9 @@ def test_a_solo_rerun_that_fails_in_another_stage_moves_the_verdict_there():
     v = s.verdict
     assert (v.status, v.stage, v.site["line"]) == (Status.TIMEOUT, "test", 10) and not v.confirmed
     assert "timeout in compile" in v.note and "timeout in test" in v.note and len(v.runs) == 2
-    assert s.causes and s.causes[0].site["line"] == 10      # the cause is placed where the solo rerun hung
+    # no probe ran: no cause is stated, and the failure is placed where the solo rerun hung
+    said = next(i for i in s.inconclusive if i.probe == "not looked for")
+    assert not s.causes and said.site["line"] == 10 and "sub.py line 10" in said.reason, said
 
 
 def test_without_confirmation_a_doubtful_timeout_says_unconfirmed():
