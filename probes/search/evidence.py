@@ -152,7 +152,11 @@ def returned_choices(tuning: Run | None, ran: list[dict]) -> list[dict]:
     for e in phases:
         for r in e.get("returned") or []:
             by_fn.setdefault((r["func"], r["def_line"]), []).append(r)
-    depth = {(r["func"], r.get("def_line")): len(r.get("path") or []) for r in ran}
+    depth: dict[str, int] = {}        # how deep each function stands on the searches' call paths
+    for r in ran:
+        path = [p["func"] for p in r.get("path") or []] + [r["func"]]
+        for i, name in enumerate(path):
+            depth[name] = max(depth.get(name, -1), i)
     out = []
     for (func, line), recs in by_fn.items():
         table: dict[str, str] = {}
@@ -164,7 +168,7 @@ def returned_choices(tuning: Run | None, ran: list[dict]) -> list[dict]:
             continue                        # a shape whose search it did not return: not the choice's only road
         out.append({"func": func, "def_line": line, "entries": len(table),
                     "table": "{" + ", ".join(f"{k}: {v}" for k, v in table.items()) + "}",
-                    "depth": depth.get((func, line), -1)})
+                    "depth": depth.get(func, -1)})
     return sorted(out, key=lambda f: -f["depth"])
 
 
