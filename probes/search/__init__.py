@@ -54,8 +54,10 @@ def plan(ctx: PlanContext) -> Plan:
     tuned = sorted(tuned_choices(ctx.tuning))
     if tuned and not choices([r["changed"] for r in ran]):    # the deadline cut the baseline's phase before it said
         why += f", and there its choice went to `{'`, `'.join(tuned)}`"
-    # the code's own place for the choice where it has one; else the function that returned it at every shape
-    returned = returned_choices(ctx.tuning, ran)[:1] if refused or not places else []
+    # the code's own table for the choice (a dict, a list, a cache) where it has one; else the function that
+    # returned it at every shape (a bare attribute bound again is the weaker link of the two)
+    tables = [p for p in places if p.get("kind") != "attr"]
+    returned = returned_choices(ctx.tuning, ran)[:1] if refused or not tables else []
     if returned:
         places, refused = [], []
         f = returned[0]

@@ -26,7 +26,7 @@ WHOLE = ("do_bench", "cuda.Event.elapsed_time", "timeit.timeit", "timeit.repeat"
          "timeit.Timer.repeat", "timeit.Timer.autorange", "torch.utils.benchmark.Timer.timeit",
          "torch.utils.benchmark.Timer.blocked_autorange", "torch.utils.benchmark.Timer.adaptive_autorange",
          "triton.testing.do_bench", "triton.testing.do_bench_cudagraph")
-VALUES_CAP = 512            # candidate values kept per search frame (their reprs)
+VALUES_CAP = 64             # values kept per name of a search frame's call (their reprs)
 VALUE_TEXT = 200
 KEYS_SHOWN = 8
 TEXT_CAP = 400_000          # characters of one kept value's text (the file's 1 MB cap is checked on the edit)
@@ -124,13 +124,16 @@ class Search:
                 rec = self.recs[id(fr)] = {
                     "func": fr.f_code.co_name, "file": fr.f_code.co_filename, "def_line": fr.f_code.co_firstlineno,
                     "depth": i, "weight": 0.0, "lines": {}, "kinds": [], "t0": now, "parent": parent, "children": 0,
-                    "path": [{"func": c.f_code.co_name, "line": c.f_lineno} for c in chain[:i]], "values": set(),
+                    "path": [{"func": c.f_code.co_name, "line": c.f_lineno} for c in chain[:i]], "values": {},
                     "up": 0.0, "spin": False, "gave": [], "row": 0, "last": None}
                 if parent is not None:
                     parent["children"] += 1
             rec["t1"] = now
-            if len(rec["values"]) < VALUES_CAP:
-                rec["values"].update(seen[i])
+            for name, text in seen[i].items():
+                got = rec["values"].setdefault(name, set()) if len(rec["values"]) < VALUES_CAP else \
+                    rec["values"].get(name)
+                if got is not None and len(got) < VALUES_CAP:
+                    got.add(text)
             out.append(rec)
             parent = rec
         self.prev[thread] = chain
@@ -198,11 +201,13 @@ class Search:
         return [self.describe(r) for r in recs if id(r) not in inner]
 
     def linked(self, value) -> bool:
-        """The value is one the searches held in hand while they timed their candidates (a loop's candidate, a
-        timed call's argument, the best so far): their choice, not a counter or an input changed beside them."""
+        """The value is one the searches' variables took as they went from candidate to candidate (a loop's
+        candidate, a timed call's argument, the best so far): their choice. What stayed the same over the whole
+        search (its shape, a salt, the data) is no candidate, and a counter or an input changed beside the search
+        is linked to nothing it timed."""
         text = _text(value)
-        return text is not None and any(text in r["values"] for r in [*self.done, *self.recs.values()]
-                                        if self.timed(r))
+        return text is not None and any(text in got for r in [*self.done, *self.recs.values()] if self.timed(r)
+                                        for got in r["values"].values() if len(got) >= 2)
 
 
 def _text(v) -> str | None:
@@ -213,15 +218,15 @@ def _text(v) -> str | None:
     return text if len(text) <= VALUE_TEXT else None
 
 
-def _values(chain) -> list[set]:
-    """For each frame of a read's chain, the plain values in it and in every frame below it: what that frame's
-    call had in hand at this read."""
-    out, below = [], set()
+def _values(chain) -> list[dict]:
+    """For each frame of a read's chain, the plain values by name in it and in every frame below it: what that
+    frame's call had in hand at this read (a deeper frame's name over its caller's)."""
+    out, below = [], {}
     for fr in reversed(chain):
         try:
-            here = {t for v in list(fr.f_locals.values()) if (t := _text(v)) is not None}
+            here = {n: t for n, v in list(fr.f_locals.items()) if (t := _text(v)) is not None}
         except Exception:  # noqa: BLE001 - a frame whose locals cannot be read adds nothing
-            here = set()
-        below = below | here
+            here = {}
+        below = {**here, **below}
         out.append(below)
     return out[::-1]
