@@ -36,6 +36,8 @@ class Phase:
 class Contention:
     """What else was happening while a stage ran: the evidence behind 'was this timing fair?'."""
     overlapped: list[str] = field(default_factory=list)   # ids of other runs alive during the stage
+    # of those, the runs on its GPU (one on another GPU shares no GPU); None: not recorded (evidence.sharers)
+    gpu_shared: list[str] | None = None
     run_delay_s: float = 0.0     # time the stage's processes were runnable but waited for a CPU
     paused_s: float = 0.0        # time it was paused so another run could time alone (not charged)
     load_per_cpu: float = 0.0    # mean 1-minute load average per CPU during the stage
@@ -201,8 +203,6 @@ class Run:
             return None
         return bool(self.reached & set(self.watched))
 
-
-# -- conclusions -------------------------------------------------------------------------------------
 
 @dataclass
 class Session:

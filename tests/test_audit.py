@@ -178,6 +178,9 @@ def _broken():
     s = interaction_session()     # every probe ran, yet it says the cause was not looked for
     s.inconclusive.append(no_probe_session().inconclusive[0])
     out.append(("no-probe-claims", s))
+
+    from tests.test_timing_solo import at_risk_beside    # at risk, from a stage that shared its GPU
+    out.append(("timing-solo", at_risk_beside()))
     return out
 
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from diagnose.analysis.claims import cause_key, cleared_key
 from diagnose.analysis.comparison import compare
 from diagnose.analysis.effects import credit, effect, one_suspect, same_place
-from diagnose.analysis.evidence import thin
+from diagnose.analysis.evidence import thin, unjudged
 from diagnose.session import Role, Session
 from diagnose.status import Compared
 
@@ -66,16 +66,19 @@ def _credited(s: Session) -> list[tuple[str, str, str]]:
             if beside and ("also took away" not in c.narrative or str(c.confidence) == "high"):
                 out.append(("fix-credit", key, f"{r.id} ({r.toggle}) also took away {'; '.join(beside)}, and the "
                                                f"cause credits {r.probe} alone"))
-            if "fixes it" in c.narrative and thin(r) and not any(
-                    not thin(x) and compare(s, base, x) == Compared.FIXED for x in runs):
-                out.append(("fix-margin", key, f"it says 'fixes it' on {r.id}, which {thin(r)}"))
+            if "fixes it" in c.narrative and thin(s, r) and not any(
+                    not thin(s, x) and compare(s, base, x) == Compared.FIXED for x in runs):
+                out.append(("fix-margin", key, f"it says 'fixes it' on {r.id}, which {thin(s, r)}"))
     return out
 
 
 def _fix(s: Session) -> list[tuple[str, str, str]]:
     r = s.run(s.fix.run) if s.fix else None
-    why = thin(r) if r is not None else None
-    return [("fix-margin", "fix", f"{r.id} {why}: at risk, not a fix")] if why else []
+    if r is None:
+        return []
+    why = thin(s, r)
+    why = f"{why}: at risk, not a fix" if why else unjudged(s, r)
+    return [("fix-margin", "fix", f"{r.id} {why}")] if why else []
 
 
 def effects(s: Session) -> list[tuple[str, str, str]]:

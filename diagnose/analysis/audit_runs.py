@@ -1,13 +1,18 @@
-"""Audit rules that read one run's own record: a stage's judgement re-derived from how its process ended, and
-conclusions resting on a run that read this machine's state. Pure: each finding is (rule, claim, missing), which
-audit.py reports with the others."""
+"""Audit rules that read one run's own record: a stage's judgement re-derived from how its process ended,
+conclusions resting on a run that read this machine's state, and timing judgments resting on a stage that shared
+its GPU. Pure: each finding is (rule, claim, missing), which audit.py reports with the others."""
 from __future__ import annotations
+
+import re
 
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import cleared_key
+from diagnose.analysis.evidence import confirmations, sharers
+from diagnose.analysis.too_far import how_far
+from diagnose.analysis.unfixed import stage_cases
 from diagnose.runs.harness import in_pool_worker
 from diagnose.session import Session, StageResult
-from diagnose.status import Status
+from diagnose.status import TIME_BASED, Status
 
 
 def _died(st: StageResult) -> str | None:
@@ -59,4 +64,47 @@ def outside(s: Session) -> list[tuple[str, str, str]]:
             machine = depends_on_machine(r)
             if machine:
                 out.append(("outside-state", key, f"{r.id} depends on {machine}, read from outside its container"))
+    return out
+
+
+# The sentences that judge a stage's time against its budget, as too_far.py and evidence.thin word them
+_HOW_FAR = re.compile(r"(\S+) needs about ([\d.]+)× its \S+ s budget|(\S+) ran out [\d.]+ s into its first shape's")
+_THIN = re.compile(r"(\S+) passed in [\d.]+ s of \S+ s, [\d.]+ s to spare, within the")
+
+
+def _alone(s: Session, runs: list, name: str, ok) -> bool:
+    """Did one of these runs, or a solo rerun of one, measure stage `name` with no other run on its GPU, and
+    does that measure bear the judgment (`ok(stage)`)?"""
+    every = runs + [c for r in runs for c in confirmations(s, r)]
+    return any(st.name == name and not sharers(st) and ok(st) for r in every for st in r.stages)
+
+
+def _shared(s: Session, runs: list, name: str) -> str:
+    n = max((len(sharers(st)) for r in runs for st in r.stages if st.name == name), default=0)
+    return f"{name} was measured beside {n} other run(s) on its GPU, and no solo rerun measured it"
+
+
+def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
+    """timing-solo: at risk, 'needs N× its budget' and a pass within the noise of its budget are stated only from
+    a stage measured with no other run on its GPU (the run's own, or its solo rerun's)."""
+    out = []
+    for c in claims:
+        if "timing-solo" not in c.rules:
+            continue
+        runs = [r for r in map(s.run, c.runs) if r is not None]
+        for m in _HOW_FAR.finditer(c.text):
+            name, times = m.group(1) or m.group(3), m.group(2)
+            said = f"{name} needs about {times}×" if times else f"{name} ran out"
+            if not _alone(s, runs, name, lambda st: st.status in TIME_BASED and said in (
+                    how_far(st, stage_cases(s, st.name)) or "")):
+                out.append(("timing-solo", c.key, f"it says how far over its budget {name} is, but " +
+                            _shared(s, runs, name)))
+        for name in _THIN.findall(c.text):
+            if not _alone(s, runs, name, lambda st: st.status == Status.OK):
+                out.append(("timing-solo", c.key, f"it says {name} passed within the noise of its budget, but " +
+                            _shared(s, runs, name)))
+        v = s.verdict
+        if c.kind == "verdict" and v.status == Status.AT_RISK and not _alone(
+                s, runs, v.stage, lambda st: st.status == Status.AT_RISK):
+            out.append(("timing-solo", c.key, "it says at risk, but " + _shared(s, runs, v.stage)))
     return out

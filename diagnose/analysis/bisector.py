@@ -30,10 +30,10 @@ from diagnose.analysis.cause_story import combination_story, each_alone
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.effect_parts import not_apart
 from diagnose.analysis.effects import credit, effect, one_suspect
-from diagnose.analysis.evidence import confirmations, effective, thin
+from diagnose.analysis.evidence import WAITS, confirmations, effective, far, thin, unjudged
 from diagnose.findings import Cause, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
-from diagnose.analysis.too_far import OVER, how_far
+from diagnose.analysis.too_far import OVER
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.session import Role, Run, Session
@@ -183,7 +183,8 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
         for r in runs:
             e = effective(session, r)
             if e.outcome in NO_EVIDENCE:
-                reasons.append(f"{r.toggle}: not run to the end ({e.outcome})")
+                reasons.append(f"{r.toggle}: {e.note.removeprefix('unconfirmed: ')}" if WAITS in e.note else
+                               f"{r.toggle}: not run to the end ({e.outcome})")
             elif e.flaky:
                 reasons.append(f"{r.toggle}: {e.note}")
             elif r.exercised is False:
@@ -197,7 +198,9 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
                 reasons.append(f"{r.toggle}: the edit broke the program ({broken_by_edit(r)}), so its result is "
                                f"not weighed")
             elif verdicts[r.id] == Compared.THIN:
-                reasons.append(f"{r.toggle}: {thin(r)}: at risk, not a fix")
+                said = thin(session, r)
+                reasons.append(f"{r.toggle}: {said}: at risk, not a fix" if said else
+                               f"{r.toggle}: {r.id} passed, but {unjudged(session, r)}")
             elif verdicts[r.id] == Compared.FIXED and (why := credit(session, base, r)):
                 reasons.append(f"{r.toggle}: {r.id} got past the failure, but {why}: it is not "
                                f"credited to {BY_NAME[probe].INFO.describe}")
@@ -234,9 +237,9 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "
                           f"({lead.id}), so it is not a fix by itself.")
-        far = how_far(next((st for st in lead.stages if st.status in OVER), None)) if lead else None
-        if far and fixes != "fixes it":
-            narrative += f" It does not fit yet: in {lead.id}, {far}."
+        far_off = far(session, lead, next((st for st in lead.stages if st.status in OVER), None)) if lead else None
+        if far_off and fixes != "fixes it":
+            narrative += f" It does not fit yet: in {lead.id}, {far_off}."
         reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
         if reason:
             narrative += f" {reason}"

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, thin
+from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, thin, unjudged
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
@@ -128,8 +128,11 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
         if e.outcome == b.outcome:     # the same kind of failure, later
             return Compared.SAME if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else Compared.MOVED
         return Compared.FIXED     # it got past the baseline's failure and failed later, on something else
-    if e.outcome == Status.OK and b.outcome in FAILURES + (Status.AT_RISK,) and thin(run):
-        return Compared.THIN     # a pass inside the noise of its budget: at risk, not a fix
+    if e.outcome == Status.OK and b.outcome in FAILURES + (Status.AT_RISK,) and (
+            thin(session, run) or unjudged(session, run)):
+        # a pass inside the noise of its budget: at risk, not a fix; or one that looks so beside other runs on its
+        # GPU, not a fix until a solo rerun says otherwise
+        return Compared.THIN
     if b.outcome == Status.AT_RISK:
         return Compared.FIXED if e.outcome == Status.OK else Compared.SAME
     return Compared.FIXED if b.outcome in FAILURES else Compared.SAME

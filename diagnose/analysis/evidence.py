@@ -10,6 +10,10 @@ else was happening (other runs alive, time its processes waited for a CPU, time 
 - A pass under contention is not doubtful when its margin is wide: contention only slows a run down.
 - A crash or a wrong result does not depend on time: it is never doubtful for this reason.
 - When the solo rerun ends differently from the original, the variant is flaky: it supports nothing.
+- A timing judgment (at risk, "needs N× its budget", a pass within the noise of its budget) rests only on a
+  stage measured with no other run on its GPU: the run's own, else its solo rerun's. A neighbour on the GPU
+  inflates exactly the spread the harness's stopping rule reads. Until a solo rerun measures it, the report
+  says how many runs shared the GPU and that the judgment waits (`waits`), and the engine asks for that rerun.
 
 The noise floor is the one the bisector uses for time savings: 5 % of the budget, and at least 0.25 s.
 """
@@ -17,12 +21,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.analysis.too_far import how_far
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL
 from diagnose.session import Role, Run, Session, StageResult
-from diagnose.status import FAILURES, NO_EVIDENCE, Status
+from diagnose.status import FAILURES, NO_EVIDENCE, TIME_BASED, Status
 
 BUSY_DELAY_SHARE = 0.10    # a stage that waited this share of its time for a CPU ran on a busy host
 BUSY_OTHERS_SHARE = 0.5    # ... or one during which the rest of the host kept half of all CPUs busy
+WAITS = "waits for a solo rerun"   # how a report defers a timing judgment measured beside other runs on the GPU
 
 
 def noise_floor(seconds: float) -> float:
@@ -50,6 +56,8 @@ def doubt(st: StageResult) -> str | None:
                     f"({', '.join(parts)}) {beside}")
         if st.status == Status.AT_RISK and st.predicted_s is not None and st.predicted_s - st.budget_s <= floor:
             return f"{st.name} is predicted {st.predicted_s:.1f} s, within the noise of its {st.budget_s:g} s budget"
+        if st.status == Status.AT_RISK and sharers(st):
+            return f"{st.name} {st.status}, measured beside {_runs(len(sharers(st)))} on its GPU"
         return None
     if st.status == Status.OK and st.budget_s:
         margin = st.budget_s - judged_seconds(st)
@@ -58,17 +66,83 @@ def doubt(st: StageResult) -> str | None:
     return None
 
 
-def thin(run: Run) -> str | None:
+def _thin(st: StageResult) -> bool:
+    return st.status == Status.OK and bool(st.budget_s) and \
+        st.budget_s - judged_seconds(st) <= noise_floor(st.budget_s)
+
+
+def thin(session: Session, run: Run) -> str | None:
     """A pass that no quiet rerun can make safe: a stage that passed within the noise floor of its budget (a
-    pass by 0.1 s of 15 s, where runs differ by 0.75 s). At risk, never a fix. None when every margin is wide
-    enough."""
+    pass by 0.1 s of 15 s, where runs differ by 0.75 s), measured alone on its GPU (`alone`: where the run shared
+    it, its solo rerun's stage decides, and one that passed with room there is no thin pass). At risk, never a
+    fix. None when every margin is wide enough, or when the thin stage has no measure alone (`unjudged`)."""
     for st in run.stages:
-        if st.status == Status.OK and st.budget_s:
-            margin = st.budget_s - judged_seconds(st)
-            if margin <= noise_floor(st.budget_s):
-                return (f"{st.name} passed in {judged_seconds(st):.1f} s of {st.budget_s:g} s, {margin:.1f} s to "
-                        f"spare, within the ±{noise_floor(st.budget_s):.2f} s noise floor")
+        got = alone(session, run, st.name) if _thin(st) else None
+        if got and _thin(got[1]):
+            r, a = got
+            margin = a.budget_s - judged_seconds(a)
+            return (f"{a.name} passed in {judged_seconds(a):.1f} s of {a.budget_s:g} s, {margin:.1f} s to "
+                    f"spare, within the ±{noise_floor(a.budget_s):.2f} s noise floor" +
+                    ("" if r is run else f" (alone on its GPU, in {r.id})"))
     return None
+
+
+def sharers(st: StageResult) -> list[str]:
+    """The other runs alive on the stage's GPU while it ran. A record that does not say which GPU each run was on
+    (sessions before it was recorded) counts every run alive."""
+    c = st.contention
+    return list(c.overlapped if c.gpu_shared is None else c.gpu_shared)
+
+
+def _runs(n: int) -> str:
+    return f"{n} other run{'' if n == 1 else 's'}"
+
+
+def waits(st: StageResult, what: str) -> str:
+    """What a report says instead of a timing judgment of `st` measured beside other runs on its GPU."""
+    return f"{st.name} shared its GPU with {_runs(len(sharers(st)))}: {what} {WAITS}"
+
+
+def alone(session: Session, run: Run, name: str) -> tuple[Run, StageResult] | None:
+    """The run's stage `name` as measured with no other run on its GPU, and the run that measured it: the run's
+    own, else its latest solo rerun's; None when neither measured it so."""
+    for r in [run] + solo_reruns(session, run)[::-1]:
+        st = r.stage(name)
+        if st is not None and st.status != Status.SKIPPED and not sharers(st):
+            return r, st
+    return None
+
+
+def needs_solo(st: StageResult) -> bool:
+    """Would a timing judgment of this stage (at risk, how far over its budget, a pass within the noise) rest on a
+    measure beside other runs on its GPU?"""
+    judged = st.status == Status.AT_RISK or _thin(st) or (st.status in TIME_BASED and how_far(st) is not None)
+    return judged and bool(sharers(st))
+
+
+def unjudged(session: Session, run: Run) -> str | None:
+    """Where the run's at-risk stage or its pass within the noise shared its GPU and no solo rerun measured that
+    stage alone: what the report says instead of the judgment. None otherwise."""
+    for st in run.stages:
+        if (st.status == Status.AT_RISK or _thin(st)) and alone(session, run, st.name) is None:
+            return waits(st, "whether it is at risk" if st.status == Status.AT_RISK else
+                         f"whether its pass is within the noise of its {st.budget_s:g} s budget")
+    return None
+
+
+def far(session: Session, run: Run, st: StageResult | None, shapes: int | None = None,
+        line: int | None = None) -> str | None:
+    """How far a stage is over its budget (too_far.how_far), said only from the stage measured alone on its GPU:
+    the run's own, else its solo rerun's (named); with neither, how many runs shared the GPU and that the figure
+    waits for a solo rerun. None where the stage says nothing of it."""
+    if st is None or how_far(st, shapes, line) is None:
+        return None
+    got = alone(session, run, st.name)
+    if got is None:
+        return waits(st, "how far it is from its budget")
+    r, a = got
+    said = how_far(a, shapes, line)
+    return said if said is None or r is run else f"{said} (measured alone on its GPU in {r.id})"
 
 
 def run_doubt(run: Run) -> str | None:
@@ -107,6 +181,9 @@ def effective(session: Session, run: Run) -> Effective:
     if d is None:
         return Effective(run.outcome, True)
     solo = solo_reruns(session, run)
+    if not solo and run.outcome == Status.AT_RISK and unjudged(session, run):
+        # at risk is a timing judgment: measured beside other runs on the GPU, it is not made at all
+        return Effective(Status.INCOMPLETE, False, f"unconfirmed: {unjudged(session, run)}")
     if not solo:
         return Effective(run.outcome, False, f"unconfirmed: {d}; no solo rerun was made")
     if all(_ending(c) == _ending(run) for c in solo):

@@ -38,7 +38,8 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
             and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
             and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
             and passed_all(base, r) and not carried.outside_reads(r)
-            and effective(session, r).outcome == Status.OK and not evidence.thin(r)]
+            and effective(session, r).outcome == Status.OK and not evidence.thin(session, r)
+            and not evidence.unjudged(session, r)]
     if not good:
         return None
     scored = sorted(((geomean(steady_us(r).values()) or math.inf, r) for r in good), key=lambda x: x[0])
@@ -67,9 +68,10 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
 
 
 def doubtful_evidence(session: Session) -> list[Run]:
-    """Runs that the verdict, a cause or the fix rests on and that need a solo rerun to be trusted.
-    Suspects cleared on doubtful runs are not rerun (that could cost a full budget each): they are
-    reported as unconfirmed instead."""
+    """Runs that the verdict, a cause or the fix rests on and that need a solo rerun to be trusted, and runs
+    whose timing judgment a statement defers until a solo rerun measures it (evidence.WAITS). Suspects cleared
+    on doubtful runs are not rerun (that could cost a full budget each): they are reported as unconfirmed
+    instead."""
     ids = [session.verdict.runs[0]] if session.verdict.runs else []
     base = session.baseline
     if base is not None:
@@ -86,4 +88,14 @@ def doubtful_evidence(session: Session) -> list[Run]:
         seen.add(rid)
         if evidence.run_doubt(r) and not evidence.confirmations(session, r):
             out.append(r)
-    return out
+    listed = {r.id for r in out}
+    return out + [r for r in _deferred(session) if r.id not in listed and not evidence.confirmations(session, r)]
+
+
+def _deferred(session: Session) -> list[Run]:
+    """The runs behind a statement that says a timing judgment waits for a solo rerun, whose stages need one."""
+    said = [(session.verdict.message, session.verdict.runs)] + [(c.narrative, c.evidence) for c in session.causes]
+    said += [(i.reason, i.evidence) for i in session.inconclusive]
+    ids = dict.fromkeys(rid for text, runs in said if evidence.WAITS in text for rid in runs)
+    runs = [session.run(rid) for rid in ids]
+    return [r for r in runs if r is not None and r.role != Role.CONFIRM and any(map(evidence.needs_solo, r.stages))]

@@ -131,7 +131,21 @@ def verdict(session, interrupted: bool = False) -> Verdict:
                if session.harness.get("cpu_only") else "every stage passed within its budget")
         return Verdict(Status.OK, message=msg, runs=[base.id],
                        confirmed=eff.confirmed, note=eff.note)
+    if st.status == Status.AT_RISK:
+        return _at_risk(session, base, st, eff)
     return _failure_verdict(session, base, st, runs=[base.id], confirmed=eff.confirmed, note=eff.note)
+
+
+def _at_risk(session, base: Run, st: StageResult, eff) -> Verdict:
+    """At risk is a timing judgment: stated from the stage measured alone on its GPU (the baseline's own, else its
+    solo rerun's, which the verdict then names); with neither, how many runs shared the GPU, and that it waits."""
+    got = evidence.alone(session, base, st.name)
+    if got is None:
+        return Verdict(Status.INCOMPLETE, stage=st.name, message=f"inconclusive: {evidence.unjudged(session, base)}",
+                       runs=[base.id], confirmed=False)
+    run, alone = got
+    return _failure_verdict(session, run, alone, runs=[base.id] if run is base else [base.id, run.id],
+                            confirmed=eff.confirmed, note=eff.note)
 
 
 def wrong_by(st: StageResult) -> str:

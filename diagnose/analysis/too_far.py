@@ -68,7 +68,9 @@ def _per_shape(st: StageResult, shapes: int | None, line: int | None) -> str | N
     at = f" at line {line}" if line else ""
     before = sum(p.seconds for p in st.phases if not p.name.startswith("first_call:") and p.name != st.phase)
     if not done:
-        cut = next(p for p in firsts if p.name == st.phase)
+        cut = next((p for p in firsts if p.name == st.phase), None)
+        if cut is None:     # the phase it ended in is no first call it recorded: nothing to measure from
+            return None
         return (f"{st.name} ran out {cut.seconds:.1f} s into its first shape's first call{at}, after "
                 f"{before:.1f} s of start-up: one shape alone needs more than the {st.budget_s:g} s budget leaves, "
                 f"wherever it runs")

@@ -7,8 +7,7 @@ from __future__ import annotations
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.effects import credit, effect
-from diagnose.analysis.evidence import effective
-from diagnose.analysis.too_far import how_far
+from diagnose.analysis.evidence import effective, far
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -63,7 +62,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         narrative = (f"The work itself is too slow wherever it runs: {base.id} was still running at {where} when "
                      f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
-                     f"accounts for it.{inside}" + _far(session, st, site or hot or {}))
+                     f"accounts for it.{inside}" + _far(session, base, site or hot or {}))
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
@@ -95,7 +94,7 @@ def _hot_or_code(session: Session, base: Run, site: dict | None, hot: dict | Non
         # toggle of it could be made or verified
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.HOT_SPOT, confidence=conf,
                      changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}." + _far(session, st, hot),
+                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}." + _far(session, base, hot),
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     return _in_the_code(session, base, site, conf, confirmed, none)
 
@@ -107,9 +106,11 @@ def stage_cases(session: Session, stage: str) -> int | None:
     return len(cases) if cases else None
 
 
-def _far(session: Session, st, hot: dict) -> str:
-    far = how_far(st, stage_cases(session, st.name), hot.get("line"))
-    return f" How far off: {far}." if far else ""
+def _far(session: Session, run: Run, hot: dict) -> str:
+    """How far the run's failed stage is from its budget, from a measure alone on its GPU (evidence.far)."""
+    st = run.failed_stage
+    said = far(session, run, st, stage_cases(session, st.name), hot.get("line"))
+    return f" How far off: {said}." if said else ""
 
 
 def _lost_worker(session: Session, base: Run, site: dict | None, conf, confirmed: bool) -> Cause:

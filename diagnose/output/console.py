@@ -7,7 +7,7 @@ import enum
 from rich.markup import escape
 from rich.table import Table
 
-from diagnose.analysis import claims, summary
+from diagnose.analysis import claims, evidence, summary
 from diagnose.findings import clip
 from diagnose.session import Session
 from diagnose.status import FAILURES, Status
@@ -58,21 +58,29 @@ def probes_table(rows: list[dict]) -> Table:
 
 def _stage_table(session: Session, gpu: bool):
     """check's table, a row per step (each stage's compile step too), and what the margins say: the stages over
-    budget (on a GPU, or on this CPU), those within it only without spread and allowance, and per stage
-    whether its margin is wide."""
+    budget (on a GPU, or on this CPU), those within it only without spread and allowance, per stage whether its
+    margin is wide, and the passes whose judgment waits for a measure alone on their GPU (evidence.alone)."""
     t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
     for col in ("stage", "status", "seconds", "budget", "share", "note"):
         t.add_column(col)
-    over, cpu_over, tight, wide = [], [], [], []
+    over, cpu_over, tight, wide, waiting = [], [], [], [], []
     base = session.baseline
     for m, st in zip(summary.margins(base), [s for s in base.stages if s.status not in
                                              (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)]) if base else []:
         sec = f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else "") + ("" if gpu else " (CPU)")
-        if m["seconds"] > m["budget_s"]:
-            (over if gpu else cpu_over).append(m["stage"])
-        need = summary.margin_need(st, m["seconds"])
+        passed = st.status in (Status.OK, Status.AT_RISK)
+        # a pass's time is judged from the stage measured alone on its GPU: the baseline's, else its solo rerun's
+        got = evidence.alone(session, base, st.name) if gpu and passed else None
+        judged = got[1] if got else st
+        seconds = judged.seconds if got else m["seconds"]
+        need = summary.margin_need(judged, seconds)
         # a margin is a pass's: a stage that failed has none to be thin
-        if gpu and st.status in (Status.OK, Status.AT_RISK) and m["seconds"] <= m["budget_s"] < need:
+        risky = seconds > m["budget_s"] or (gpu and passed and seconds <= m["budget_s"] < need)
+        if gpu and passed and got is None and risky:
+            waiting.append(evidence.waits(st, "whether its time fits its budget"))
+        elif seconds > m["budget_s"]:
+            (over if gpu else cpu_over).append(m["stage"])
+        elif risky:
             tight.append(f"{m['stage']} would need {need:.1f} s of its {m['budget_s']:.0f}")
         wide.append(summary.wide(need, m["budget_s"]))
         share = f"{m['seconds'] / m['budget_s']:.0%}" if m["budget_s"] else "—"
@@ -83,7 +91,7 @@ def _stage_table(session: Session, gpu: bool):
                       escape(clip("the harness ignores it: " + c.message if c.message else
                                   "the harness ignores how it ends", 80)))
         t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(clip(st.message, 80)))
-    return t, over, cpu_over, tight, wide
+    return t, over, cpu_over, tight, wide, waiting
 
 
 class Word(str, enum.Enum):
@@ -150,11 +158,13 @@ def _inconclusive(session: Session, errors: list[str]) -> str | None:
     return None if session.complete else "the diagnosis ended before it was complete"
 
 
-def _judged(session: Session, risky: bool, over: list, tight: list, gpu: bool) -> tuple[Word, str]:
+def _judged(session: Session, risky: bool, over: list, tight: list, gpu: bool, waiting=()) -> tuple[Word, str]:
     """The word for a run that ended on its own result, and the reason beside it."""
     status = session.verdict.status
     if status in FAILURES:
         return Word.FAILS, f"({status}{' on this CPU' if status == Status.TIMEOUT and not gpu else ''})"
+    if waiting and status == Status.OK and not over and not risky and not tight:
+        return Word.INCONCLUSIVE, f"({status}): {'; '.join(waiting)}"
     if status == Status.OK and not over and not risky and not tight:
         return (Word.SAFE, "(ok)") if gpu else (Word.PASSED_ON_CPU, "(ok; timing not judged without a GPU)")
     if tight and status == Status.OK and not over and not risky:
@@ -173,7 +183,7 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
     when a stage time measured or predicted on a GPU exceeds its budget or is too close to it, or when the
     scan found an error-level risk. Without a GPU, timings are shown but not judged: a pass there is PASSED
     ON CPU, never SAFE."""
-    t, over, cpu_over, tight, wide = _stage_table(session, gpu)
+    t, over, cpu_over, tight, wide, waiting = _stage_table(session, gpu)
     lines: list = [t] if t.row_count else []      # no runs (it cannot be judged here): no empty table
     for r in risks:
         color = "red" if r["severity"] == "error" else "yellow"
@@ -188,7 +198,7 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
         word, label = Word.INCONCLUSIVE, f"({status}): {why}" + (f" ({progress_text(session)})"
                                                                   if stage_progress(session)[1] else "")
     else:
-        word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu)
+        word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu, waiting)
         lines += _notes(word, over, cpu_over, tight, wide, gpu) + _top_statement(session, word)
     color = {Word.SAFE: "green", Word.PASSED_ON_CPU: "green", Word.AT_RISK: "red", Word.FAILS: "red"}
     lines.append(f"[bold {color.get(word, 'yellow')}]{word}[/] {escape(label)}")

@@ -114,6 +114,12 @@ class StageRunner:
         with self._lock:
             return [r for r, n in self._active.items() if n and r != run_id]
 
+    def same_gpu(self, run_id: str, others: list[str]) -> list[str]:
+        """Those of `others` placed on the run's GPU."""
+        with self._lock:
+            gpu = self._gpu_of.get(run_id)
+            return [r for r in others if r in self._gpu_of and self._gpu_of[r] == gpu]
+
     def close(self) -> str | None:
         """End what any run left alive; remove every run's directory, unless --keep: then say where they are."""
         for run_id in list(self._lingering):
@@ -247,6 +253,9 @@ class StageRunner:
             with self._lock:
                 self._active[run.id] -= 1
         st = build_stage(what, child, budget, submission, evaluated)
+        # a timing judgment needs its GPU to itself: a run on another GPU took CPU time (run_delay_s says how
+        # much), never the GPU's, so only the runs placed on this one count as sharing it
+        st.contention.gpu_shared = self.same_gpu(run.id, st.contention.overlapped)
         signalled = (child.jail or {}).get("signals")
         if signalled:        # the run signalled its parent, as the harness's process: its jail's init took them
             # worded as the worker's audit hook words a Python call (worker/state.py): one line for one attempt
