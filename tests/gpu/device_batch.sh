@@ -41,7 +41,7 @@ example() {   # committed example reports: the command that makes each
     conv2d-correct) echo "run .problems/pmpp_v2/conv2d_py/solutions/correct/ref.py --problem .problems/pmpp_v2/conv2d_py --stages compile,test" ;;
     triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
     triton-autotune-near-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 20" ;;
-    triton-autotune-at-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 16" ;;
+    triton-autotune-at-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 13" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
     popcorn-grayscale) echo "check tests/fixtures/popcorn/grayscale.py --problems-root .problems/rk" ;;
