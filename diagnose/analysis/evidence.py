@@ -125,8 +125,10 @@ def unjudged(session: Session, run: Run) -> str | None:
     stage alone: what the report says instead of the judgment. None otherwise."""
     for st in run.stages:
         if (st.status == Status.AT_RISK or _thin(st)) and alone(session, run, st.name) is None:
+            over = judged_seconds(st) > st.budget_s
             return waits(st, "whether it is at risk" if st.status == Status.AT_RISK else
-                         f"whether its pass is within the noise of its {st.budget_s:g} s budget")
+                         f"whether its {judged_seconds(st):.1f} s (predicted) is over its {st.budget_s:g} s budget"
+                         if over else f"whether its pass is within the noise of its {st.budget_s:g} s budget")
     return None
 
 

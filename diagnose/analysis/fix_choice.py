@@ -97,5 +97,9 @@ def _deferred(session: Session) -> list[Run]:
     said = [(session.verdict.message, session.verdict.runs)] + [(c.narrative, c.evidence) for c in session.causes]
     said += [(i.reason, i.evidence) for i in session.inconclusive]
     ids = dict.fromkeys(rid for text, runs in said if evidence.WAITS in text for rid in runs)
+    # a variant that passed but whose pass is judged by a time measured beside others on its GPU (over or within
+    # the noise of its budget) would be a fix or not by that judgment alone: it waits for a solo rerun too
+    ids.update(dict.fromkeys(r.id for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION)
+                             and r.outcome == Status.OK))
     runs = [session.run(rid) for rid in ids]
     return [r for r in runs if r is not None and r.role != Role.CONFIRM and any(map(evidence.needs_solo, r.stages))]

@@ -7,7 +7,7 @@ from __future__ import annotations
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.effects import credit, effect
-from diagnose.analysis.evidence import effective, far
+from diagnose.analysis.evidence import effective, far, unjudged
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -192,13 +192,16 @@ def tried(session: Session) -> str:
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "") +
-              (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else ""))
+              (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else "") +
+              (f", but {waiting}" if (waiting := unjudged(session, r)) else ""))
              for r in runs[:8]]
     parts += [f"and {len(runs) - 8} more toggle(s)"] if len(runs) > 8 else []
     # a probe's why is our own sentence: whole, never cut
     parts += [f"{p['name']} {p['state']}: {' '.join(str(p.get('why') or '').split())}" for p in stuck]
-    return ("no strategy tried is credited with a fix: " if passed else "the strategies tried did not fix it: ") + \
-        "; ".join(parts)
+    waiting = any(unjudged(session, r) for r in runs[:8])
+    return ("no strategy tried is credited with a fix: " if passed else
+            "no strategy tried is credited with a fix yet: " if waiting else
+            "the strategies tried did not fix it: ") + "; ".join(parts)
 
 
 def variant_runs(session: Session) -> list[Run]:
