@@ -80,8 +80,11 @@ SLICED = {
                                 "                      [: end[3] - 1]"},          # records; a source span
     "probes/recompile.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
     # the worker's hook imports nothing of diagnose's: values it records (and an identity), not sentences
-    "probes/search/watch.py": {"list(added)[:KEYS_SHOWN]", "lines[:6]", "kinds[:4]", "repr(k)[:80]", "chain[:i]",
-                               "repr(v)[:200]", "repr(obj)[:120]"},
+    "probes/search/watch.py": {"lines[:6]", "kinds[:4]", "chain[:i]", 'chain[:leaf["depth"] + 1]', "recs[:-1]"},
+    "probes/search/places.py": {"list(added)[:KEYS_SHOWN]", "repr(k)[:80]", "repr(v)[:200]", "repr(obj)[:120]"},
+    "probes/search/__init__.py": {"returned_choices(ctx.tuning, ran)[:1]"},      # the deepest function only
+    "probes/search/key.py": {"code.co_varnames[:n]"},                            # a function's parameter names
+    "probes/search/pin.py": {"lines[first.lineno - 1][:first.col_offset]"},      # a body line's indent
 }
 WRITERS = sorted({*ROOT.glob("diagnose/output/*.py"), *ROOT.glob("diagnose/analysis/*.py"),
                   *ROOT.glob("diagnose/facts/*.py"), ROOT / "diagnose/triage/rows.py", *ROOT.glob("probes/**/*.py")})

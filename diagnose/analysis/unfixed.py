@@ -225,7 +225,9 @@ def _untaken(session: Session, base: Run, run: Run) -> str | None:
     if not run.probe or run.probe not in BY_NAME:
         return None
     e = effect(session, base, run)
-    return e.why_not() if e.identical or e.removed is False or e.moved else None
+    # work a toggle only moved still ran, but elsewhere: that is evidence of its own ("deferring it only moves it");
+    # a suspect the baseline never reached is no suspect of this run's: its toggle had nothing to take
+    return e.why_not() if e.identical or (e.removed is False and e.reached is not False and not e.moved) else None
 
 
 def _return_line(session: Session) -> dict | None:
