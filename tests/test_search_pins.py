@@ -27,6 +27,7 @@ CASES = {
     "list_string_key": ("timeit.timeit", "_CHOICES"),                    # a list, bound inside an `if`
     "try_tuple": ("torch.utils.benchmark.Timer.timeit", "_BEST"),        # a tuple under a string key, bound in try
     "thread_search": ("time.perf_counter", "_BEST"),                     # the search runs in another thread
+    "cached_property_plan": ("time.thread_time", "chunk()'s return"),    # per-shape plan objects in a dict
 }
 
 

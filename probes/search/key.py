@@ -1,10 +1,11 @@
 """What a pinned search is told apart by: one function, as text, that both the tuning run's hook (returns.py) and
 the pinned file (pin.py) run, so the key the run recorded is the key the pinned code computes.
 
-Plain values count as they are, arrays by their shape and dtype (an input's values never pick a config), containers
-by their items, anything else by its type's name (`self`, a module-level planner). A search told apart by something
-else (a float computed per call, an object's state) misses the table, searches again, and its run shows it: the
-pin did not take, and the report says so rather than crediting it.
+Plain values count as they are, arrays by their shape and dtype (an input's values never pick a config),
+containers by their items, an object of the submission's own classes by its type and its attributes that are not
+bare numbers (a per-shape plan's arrays; a number on it may be a call counter), anything else by its type's name.
+A search told apart by something else (a float computed per call, a counter) misses the table, searches again,
+and its run shows it: the pin did not take, and the report says so rather than crediting it.
 """
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ KEY_SOURCE = f'''def {KEY_NAME}(*values):
             return tuple(one(x, depth + 1) for x in v)
         if isinstance(v, dict) and depth < 3 and len(v) <= 64:
             return tuple(sorted((repr(k), one(x, depth + 1)) for k, x in v.items()))
+        own = getattr(v, "__dict__", None)
+        if depth < 2 and isinstance(own, dict) and type(v).__module__ == "submission" and len(own) <= 32:
+            # an object of the submission's own class (a method's self, a per-shape plan): by its arrays and its
+            # containers of them, which say the shape it stands for; a bare number on it may be a counter
+            return (type(v).__name__, tuple(sorted((k, one(x, depth + 1)) for k, x in own.items()
+                                                   if not isinstance(x, (int, float, bool)) and not callable(x))))
         return type(v).__name__
     return tuple(one(v) for v in values)
 '''
