@@ -49,8 +49,7 @@ def untaken(s: Session) -> list[tuple[str, str, str]]:
     idle = []
     for r in single_runs(s):
         e = effect(s, base, r)
-        # moved work is evidence of its own; work the baseline never reached was no suspect of this run
-        if e.identical or (e.removed is False and e.reached is not False and not e.moved):
+        if e.untaken:
             idle.append(f"{r.id} ({e.why_not()})")
     if not idle:
         return []

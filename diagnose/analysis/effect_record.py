@@ -20,6 +20,13 @@ class Effect:
         the suspect or be credited to it."""
         return not self.identical and self.reached is True and self.removed is True and not self.moved
 
+    @property
+    def untaken(self) -> bool:
+        """The toggle did not take: the variant is the submission itself, or its run still did work the baseline
+        reached. Work only moved is evidence of its own ("deferring it only moves it"), and work the baseline never
+        reached was no suspect of this run's: neither is untaken."""
+        return self.identical or (self.removed is False and self.reached is not False and not self.moved)
+
     def why_not(self) -> str:
         """Why this run cannot stand for 'without the suspect', in one clause."""
         if self.identical:

@@ -189,16 +189,16 @@ def tried(session: Session) -> str:
     passed = {r.id: why for r in fixed if (why := credit(session, base, r))}
     untaken = {r.id: why for r in runs if r.id not in passed and base is not None and
                (why := _untaken(session, base, r))}
+    waiting = {r.id: why for r in runs[:8] if (why := unjudged(session, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "") +
               (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else "") +
-              (f", but {waiting}" if (waiting := unjudged(session, r)) else ""))
+              (f", but {waiting[r.id]}" if r.id in waiting else ""))
              for r in runs[:8]]
     parts += [f"and {len(runs) - 8} more toggle(s)"] if len(runs) > 8 else []
     # a probe's why is our own sentence: whole, never cut
     parts += [f"{p['name']} {p['state']}: {' '.join(str(p.get('why') or '').split())}" for p in stuck]
-    waiting = any(unjudged(session, r) for r in runs[:8])
     return ("no strategy tried is credited with a fix: " if passed else
             "no strategy tried is credited with a fix yet: " if waiting else
             "the strategies tried did not fix it: ") + "; ".join(parts)
@@ -225,9 +225,7 @@ def _untaken(session: Session, base: Run, run: Run) -> str | None:
     if not run.probe or run.probe not in BY_NAME:
         return None
     e = effect(session, base, run)
-    # work a toggle only moved still ran, but elsewhere: that is evidence of its own ("deferring it only moves it");
-    # a suspect the baseline never reached is no suspect of this run's: its toggle had nothing to take
-    return e.why_not() if e.identical or (e.removed is False and e.reached is not False and not e.moved) else None
+    return e.why_not() if e.untaken else None
 
 
 def _return_line(session: Session) -> dict | None:

@@ -172,7 +172,7 @@ def returned_choices(tuning: Run | None, ran: list[dict]) -> list[dict]:
     return sorted(out, key=lambda f: -f["depth"])
 
 
-def took(base: Run, run: Run) -> tuple[bool | None, str] | None:
+def took(base: Run, run: Run) -> tuple[bool, str] | None:
     """Whether a variant's run shows its searches gone: None where the search probe's hook saw nothing to judge by;
     (False, why) where the run still timed candidates at a shape's first call (the pin did not take: nothing
     follows from the run); (True, what) where it reached first calls and timed none there."""

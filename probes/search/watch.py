@@ -212,7 +212,15 @@ class Search:
 
 def _text(v) -> str | None:
     """A plain value's text (what the candidate values are compared by); None for anything a literal cannot hold."""
-    if isinstance(v, (bool, type(None))) or not plain(v):
+    if isinstance(v, (bool, type(None))):
+        return None
+    # read at every clock read of every frame on the chain: a value whose text must pass VALUE_TEXT (a string
+    # over it; a container of more items than its text can hold, at 3 characters an item) is never walked or
+    # formatted
+    if isinstance(v, (str, bytes)) and len(v) > VALUE_TEXT or \
+            isinstance(v, (tuple, list, dict)) and len(v) > VALUE_TEXT // 3:
+        return None
+    if not plain(v):
         return None
     text = repr(v)
     return text if len(text) <= VALUE_TEXT else None
