@@ -4,7 +4,7 @@ Probes that can change the outcome (a crash, a hang) come first, so an interrupt
 the most useful evidence. Adding a suspect means adding a module and an entry here.
 """
 from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, helion_config,
-                    import_init, numerics, recompile, search, warmup)
+                    helion_configs, import_init, numerics, recompile, search, warmup)
 
 REGISTRY = [
     graph_capture,   # outer capture around compiled functions: crashes and hangs
@@ -14,6 +14,7 @@ REGISTRY = [
     warmup,          # warmup iteration count: time
     autotune,        # Triton autotuning at run time: time (needs the baseline)
     helion_config,   # Helion autotuning at run time, or forbidden by the evaluator: time, a crash (a tuning run)
+    helion_configs,  # Helion's search over a kernel's configs=[...] list at each new shape: time (a tuning run)
     search,          # a search written by hand at each new shape: time (a tuning run)
     extension_build,  # C++/CUDA extension builds: time, a build lock a killed step left (needs the baseline)
     import_init,     # work at import: time, paid again by every stage's process

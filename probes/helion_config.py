@@ -30,8 +30,15 @@ INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a co
 DISALLOWED = "AutotuningDisallowedInEnvironment"
 
 
-def searches(run) -> list[dict]:
-    return [h for st in (run.stages if run else []) if st.status != "skipped" for h in st.helion]
+def searches(run, listed: frozenset = frozenset()) -> list[dict]:
+    """The run's Helion searches, but those of kernels declared with configs=[...] (`listed`): Helion never runs
+    its autotuner for those, only a search over the list (the helion_configs probe's)."""
+    return [h for st in (run.stages if run else []) if st.status != "skipped" for h in st.helion
+            if h.get("kernel") not in listed]
+
+
+def _listed(ctx: PlanContext) -> frozenset:
+    return frozenset(s.details["kernel"] for s in ctx.scan.of("helion") if s.details["configs"])
 
 
 def _failure(run) -> str:
@@ -119,12 +126,8 @@ def _toggles(ctx: PlanContext, found: dict[str, dict[tuple, dict]]) -> tuple[lis
             apply = partial(pin_table, kernel=kernel, found=json.dumps([[list(k), v] for k, v in per_shape.items()]))
             cands.append((f"Helion configs pinned per shape in {tables[0].details['name']} ({len(per_shape)} shapes"
                           f", {{size}})", apply))
+        # never configs=[several]: Helion searches such a list at each new shape (the helion_configs probe)
         distinct = [json.loads(c) for c in dict.fromkeys(json.dumps(v, sort_keys=True) for v in per_shape.values())]
-        if len(distinct) > 1:
-            apply = partial(pin_decorator, kernel=kernel, found=json.dumps(distinct))
-            cands.append((f"Helion kernel {kernel} pinned to the {len(distinct)} configs the tuning run found "
-                          f"({{size}})",
-                          apply))
         common = max(distinct, key=lambda c: sum(json.dumps(v, sort_keys=True) == json.dumps(c, sort_keys=True)
                                                  for v in per_shape.values()))
         cands.append((f"Helion kernel {kernel} pinned to one config ({{size}})",
@@ -143,7 +146,7 @@ def plan(ctx: PlanContext) -> Plan:
     kernels = ctx.scan.of("helion")
     if not kernels:
         return Plan(ABSENT, "no @helion.kernel in the source")
-    recs, failure = searches(ctx.baseline), _failure(ctx.baseline)
+    recs, failure = searches(ctx.baseline, _listed(ctx)), _failure(ctx.baseline)
     rule = rule_in(ctx.rules, failure) if DISALLOWED in failure or "HELION" in failure else None
     if not recs and DISALLOWED not in failure:
         return Plan(ABSENT, "the baseline ran no Helion search (every kernel had its config)")
@@ -157,7 +160,7 @@ def plan(ctx: PlanContext) -> Plan:
                 "rule": rule}
     if ctx.tuning is None:
         return Plan(TUNE, why + "; a tuning run finds the configs to pin", evidence=evidence)
-    tuned = searches(ctx.tuning)
+    tuned = searches(ctx.tuning, _listed(ctx))
     found: dict[str, dict] = {}
     for r in tuned:
         if r["done"]:

@@ -15,12 +15,29 @@ NOISE_REL, NOISE_ABS = 0.05, 0.25
 
 
 def steady_us(run: Run) -> dict[str, float]:
-    """Median per-call microseconds per benchmark case (benchmark stage, else leaderboard)."""
+    """Median per-call microseconds per benchmark case (benchmark stage, else leaderboard). Under a problem's own
+    evaluator, its report's mean per case (`benchmark.N.mean`, in nanoseconds, as reference-kernels' eval.py
+    writes it): the harness's own figure, where our timing did not run."""
     for name in ("benchmark", "leaderboard"):
         st = run.stage(name)
         if st and st.timing:
             return {c: statistics.median(t["per_call_s"]) * 1e6 for c, t in st.timing.items()}
+        if st and st.status == Status.OK and (got := _reported_us(st, name)):
+            return got
     return {}
+
+
+def _reported_us(st: StageResult, name: str) -> dict[str, float]:
+    report = (st.evaluator or {}).get("report") or {}
+    out = {}
+    for key, value in report.items():
+        if key.startswith(f"{name}.") and key.endswith(".mean"):
+            case = report.get(key[: -len("mean")] + "spec", key)
+            try:
+                out[case] = float(value) / 1e3
+            except ValueError:
+                continue
+    return out
 
 
 def geomean(values) -> float | None:

@@ -50,6 +50,7 @@ example() {   # committed example reports: the command that makes each
     hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 12" ;;
     dobench-static-lru) echo "run tests/fixtures/gpu/dobench_static_lru.py --small --stages compile,test,benchmark --budget 12" ;;
     helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --small --stages compile,test,benchmark --budget 40" ;;
+    helion-configs-list) echo "run tests/fixtures/gpu/helion_fp8_quant_configs.py --problem .problems/helion/fp8_quant_py --stages compile,test,benchmark --budget 80" ;;
     helion-fp8-quant) echo "run tests/fixtures/gpu/helion_fp8_quant_no_config.py --problem .problems/helion/fp8_quant_py --stages compile,test" ;;
     helion-causal-conv1d) echo "run tests/fixtures/gpu/helion_causal_conv1d_no_config.py --problem .problems/helion/causal_conv1d_py --stages compile,test" ;;
   esac
