@@ -91,7 +91,9 @@ def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
     for c in claims:
         if "timing-solo" not in c.rules:
             continue
-        runs = [r for r in map(s.run, c.runs) if r is not None]
+        # the claim's runs, and a solo rerun its sentence names as where the stage was measured alone
+        named = re.findall(r"\(alone on its GPU, in (\w+)\)", c.text)
+        runs = [r for r in map(s.run, [*c.runs, *named]) if r is not None]
         for m in _HOW_FAR.finditer(c.text):
             name, times = m.group(1) or m.group(3), m.group(2)
             said = f"{name} needs about {times}×" if times else f"{name} ran out"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.effects import credit, effect
-from diagnose.analysis.evidence import effective, far, unjudged
+from diagnose.analysis.evidence import effective, far, thin, unjudged
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -190,11 +190,13 @@ def tried(session: Session) -> str:
     untaken = {r.id: why for r in runs if r.id not in passed and base is not None and
                (why := _untaken(session, base, r))}
     waiting = {r.id: why for r in runs[:8] if (why := unjudged(session, r))}
+    at_risk = {r.id: why for r in runs[:8] if r.id not in waiting and (why := thin(session, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "") +
               (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else "") +
-              (f", but {waiting[r.id]}" if r.id in waiting else ""))
+              (f", but {waiting[r.id]}" if r.id in waiting else "") +
+              (f", but at risk: {at_risk[r.id]}" if r.id in at_risk else ""))
              for r in runs[:8]]
     parts += [f"and {len(runs) - 8} more toggle(s)"] if len(runs) > 8 else []
     # a probe's why is our own sentence: whole, never cut

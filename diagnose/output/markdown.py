@@ -76,8 +76,8 @@ def _head(s: Session, cl: list[Claim]) -> list[str]:
     elif claims.one(cl, claims.NOT_LOOKED_KEY):     # no probe ran: no variant was tried
         out.append("- **Verified fix:** none: no probe ran, so no variant was tried.")
     else:
-        out.append("- **Verified fix:** none" + ("." if v.status == Status.OK else
-                                                  ": no variant passed every stage the baseline ran."))
+        out.append("- **Verified fix:** none" + (
+            "." if v.status == Status.OK else ": no variant passed every stage the baseline ran clear of its budget."))
     return out + [""]
 
 
