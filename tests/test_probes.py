@@ -39,7 +39,7 @@ def test_round9_every_toggle_is_valid_and_minimal():
     assert {n: pl.state for n, pl in p.items()} == {
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
         "import_init": RUN, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
-        "helion": ABSENT, "search": ABSENT}
+        "helion": ABSENT, "helion_configs": ABSENT, "search": ABSENT}
     for name, pl in p.items():
         for t in pl.toggles:
             if not t.apply:
