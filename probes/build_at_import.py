@@ -74,8 +74,8 @@ def build_at_import(source: str) -> str:
     at = _insert_at(tree, source)
     names = [f"{NAME}_{i}" if len(movable) > 1 else NAME for i in range(len(movable))]
     hoisted = "".join(f"# built at import, so the harness's compile step builds it and the stage loads it\n"
-                      f"{n} = {ast.get_source_segment(source, c)}\n" for n, c in zip(names, movable))
-    edits = [([c.lineno, c.col_offset, c.end_lineno, c.end_col_offset], n) for n, c in zip(names, movable)]
+                      f"{n} = {ast.get_source_segment(source, c)}\n" for n, c in zip(names, movable, strict=True))
+    edits = [([c.lineno, c.col_offset, c.end_lineno, c.end_col_offset], n) for n, c in zip(names, movable, strict=True)]
     # before the __main__ block, which blank lines already precede; else at the end, after two of them
     edits.append(([at, 0, at, 0], hoisted + "\n\n" if at <= len(text) else
                   ("" if source.endswith("\n") else "\n") + "\n\n" + hoisted))

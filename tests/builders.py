@@ -74,7 +74,7 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
     stages = []
     reached = list(watched) if reached is None else list(reached)
     budgets = budgets or BUDGETS
-    for name, wall in zip(BUDGETS, walls):
+    for name, wall in zip(BUDGETS, walls, strict=False):
         common = dict(wall=wall, reached=reached, delay=delay, overlapped=overlapped, budget=budgets[name])
         if fail_at == name:
             stages.append(stage(name, status=outcome, message=f"{outcome} here", phase="first_call:256x512x256",

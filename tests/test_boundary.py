@@ -195,7 +195,7 @@ def _one(case: str, prep: dict) -> tuple[str, dict]:
                                    "--stages", "compile,test", "--budget", "30", "--compile-budget", "30",
                                    "--out", str(o)], cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   text=True)
-                 for sub, o in zip(prep["subs"], prep["outs"])]
+                 for sub, o in zip(prep["subs"], prep["outs"], strict=True)]
         done = []
         for p in procs:
             try:
@@ -250,7 +250,7 @@ def _verdict(out: Path) -> dict:
                                   if c in KNOWN_ESCAPES else c for c in CASES])
 def test_the_run_stays_in_its_jail(outcomes, case):
     r = outcomes[case]
-    for (rc, out, err), o in zip(r["done"], r["outs"]):
+    for (rc, out, err), o in zip(r["done"], r["outs"], strict=True):
         assert (o / "session.json").exists(), f"the tool wrote no session (exit {rc}):\n{out[-2000:]}\n{err[-2000:]}"
         v = _verdict(o)
         assert "ESCAPED" not in v["message"], v["message"]

@@ -40,7 +40,7 @@ def test_round9_every_toggle_is_valid_and_minimal():
         "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
         "import_init": RUN, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
         "helion": ABSENT, "helion_configs": ABSENT, "search": ABSENT}
-    for name, pl in p.items():
+    for pl in p.values():
         for t in pl.toggles:
             if not t.apply:
                 continue

@@ -38,11 +38,11 @@ def test_every_descendant_is_found_and_the_runs_share_one_look_at_the_host(monke
             for t in trees:
                 t.scan()
         assert len(looks) == 1
-        for p, t in zip((a, b), trees):
+        for p, t in zip((a, b), trees, strict=True):
             want = {p.pid} | {c.pid for c in psutil.Process(p.pid).children(recursive=True)}
             assert {pid for pid, _ in t.procs} == want and len(want) == 5
     finally:
-        for t, p in zip(trees, (a, b)):
+        for t, p in zip(trees, (a, b), strict=True):
             assert t.kill_all(p.pid) == []
 
 

@@ -66,7 +66,7 @@ def test_a_harness_rule_asks_for_a_tuning_run_then_pins_each_shape_into_the_tabl
     out = p.toggles[0].apply(TABLE)
     tree = ast.parse(out)
     table = next(n for n in tree.body if isinstance(n, ast.AnnAssign))
-    entries = {ast.literal_eval(k): ast.unparse(v) for k, v in zip(table.value.keys, table.value.values)}
+    entries = {ast.literal_eval(k): ast.unparse(v) for k, v in zip(table.value.keys, table.value.values, strict=True)}
     assert entries[(1, 256)] == "helion.Config(block_sizes=[4], num_stages=2, num_warps=4)"
     assert entries[(8, 4096)] == entries[(64, 4096)] == "helion.Config(block_sizes=[16], num_stages=3, num_warps=8)"
     assert "@helion.kernel(static_shapes=True, config=config)" in out

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FIXTURES, ROOT, cli
+from itertools import pairwise
 
 FILES = {"healthy.py": FIXTURES / "healthy.py", "loop_forever.py": FIXTURES / "loop_forever.py",
          "raises.py": FIXTURES / "raises.py", "sigkill_self.py": FIXTURES / "hostile" / "sigkill_self.py"}
@@ -351,7 +352,7 @@ def test_each_task_gets_its_workers_card_and_no_card_runs_two_tasks_at_once(tmp_
     assert {r["gpu"] for r in rows} == {"0", "1"}
     for card in ("0", "1"):
         spans = sorted((r["started_at"], r["ended_at"]) for r in rows if r["gpu"] == card)
-        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+        assert all(b[0] >= a[1] for a, b in pairwise(spans)), spans
 
 
 def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):

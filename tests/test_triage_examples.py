@@ -6,6 +6,7 @@ import json
 
 from diagnose.triage.rows import row_of
 from tests.conftest import ROOT
+from itertools import pairwise
 
 EXAMPLE = ROOT / "reports" / "examples" / "triage-2gpu"
 SAME = ("leaderboard", "problem", "status", "class", "line", "fix")
@@ -49,7 +50,7 @@ def test_each_card_ran_one_task_at_a_time_and_the_pinned_file_saw_one_card():
         assert {r["gpu"] for r in rows.values()} == cards
         for card in cards:
             spans = sorted((r["started_at"], r["ended_at"]) for r in rows.values() if r["gpu"] == card)
-            assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), (name, card, spans)
+            assert all(b[0] >= a[1] for a, b in pairwise(spans)), (name, card, spans)
         # it raises at import if it sees any count but one: it got past import into the benchmark
         seen = rows["tests/fixtures/gpu/sees_one_gpu.py"]
         assert seen["status"] != "crash" and seen["stage"] in ("benchmark", "leaderboard"), seen

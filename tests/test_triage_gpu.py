@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, FIXTURES, cli, has_cuda
+from itertools import pairwise
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
 
@@ -33,7 +34,7 @@ def _no_card_shared(rows: dict[str, dict]) -> None:
         by_gpu.setdefault(r["gpu"], []).append((r["started_at"], r["ended_at"]))
     for spans in by_gpu.values():
         spans.sort()
-        assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
+        assert all(b[0] >= a[1] for a, b in pairwise(spans)), spans
 
 
 FILES = [FIXTURES / "gpu" / "sees_one_gpu.py", EXAMPLES / "baseline.py", FIXTURES / "gpu" / "illegal_access.py",

@@ -97,7 +97,7 @@ def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
         for m in _HOW_FAR.finditer(c.text):
             name, times = m.group(1) or m.group(3), m.group(2)
             said = f"{name} needs about {times}×" if times else f"{name} ran out"
-            if not _alone(s, runs, name, lambda st: st.status in TIME_BASED and said in (
+            if not _alone(s, runs, name, lambda st, said=said: st.status in TIME_BASED and said in (
                     how_far(st, stage_cases(s, st.name)) or "")):
                 out.append(("timing-solo", c.key, f"it says how far over its budget {name} is, but " +
                             _shared(s, runs, name)))

@@ -19,7 +19,7 @@ def compile_split(records: list[dict]) -> dict[str, float]:
     tot = {"dynamo": 0.0, "aot_autograd": 0.0, "inductor": 0.0, "triton": 0.0, "autotune": 0.0,
            "cudagraphs": 0.0, "total": 0.0}
     for r in records:
-        g = lambda k: (r.get(k) or 0) / 1e6  # noqa: E731
+        g = lambda k, r=r: (r.get(k) or 0) / 1e6  # noqa: E731
         dyn, aot, ind = g("dynamo_cum_us"), g("aot_cum_us"), g("inductor_cum_us")
         tri, tune = g("triton_us"), g("autotune_us") + g("runtime_autotune_us")
         tot["dynamo"] += max(0.0, dyn - aot) if aot else dyn

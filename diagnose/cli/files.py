@@ -135,7 +135,7 @@ class Saver:
                 seq, data = self._pending
                 self._pending = None
             try:
-                self._put(seq, lambda: Session.from_dict(data))
+                self._put(seq, lambda data=data: Session.from_dict(data))
             except Exception as e:  # noqa: BLE001 - kept for the next `now`, which raises it where it is heard
                 self._error = e
 

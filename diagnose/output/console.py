@@ -65,8 +65,9 @@ def _stage_table(session: Session, gpu: bool):
         t.add_column(col)
     over, cpu_over, tight, wide, waiting = [], [], [], [], []
     base = session.baseline
-    for m, st in zip(summary.margins(base), [s for s in base.stages if s.status not in
-                                             (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)]) if base else []:
+    shown = [s for s in base.stages if s.status not in (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)] \
+        if base else []
+    for m, st in zip(summary.margins(base), shown, strict=False) if base else []:
         sec = f"{m['seconds']:.1f}" + (" (pred.)" if m["predicted"] else "") + ("" if gpu else " (CPU)")
         passed = st.status in (Status.OK, Status.AT_RISK)
         # a pass's time is judged from the stage measured alone on its GPU: the baseline's, else its solo rerun's

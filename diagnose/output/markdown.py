@@ -127,7 +127,7 @@ def _causes(s: Session, cl: list[Claim]) -> list[str]:
     out = ["## Ranked causes", ""]
     if not s.causes:
         out += [_no_cause(s)[0].upper() + _no_cause(s)[1:], ""]
-    for c, said in zip(s.causes, claims.by_kind(cl, "cause")):
+    for c, said in zip(s.causes, claims.by_kind(cl, "cause"), strict=True):
         out += [f"{c.rank}. **{said.title}**{_at(c.site)} ({said.detail})", "", f"   {said.text}", ""]
         saved = [f"{k} {v['saved_s']:+.1f} s of {v['budget_s']:.0f} s (noise ±{v['noise_s']:.1f})"
                  for k, v in c.seconds_saved.items() if v["claimed"]]

@@ -122,7 +122,7 @@ def _in_fence(lines: list[str]) -> list[bool]:
 
 def _scrubbed(lines: list[str], s: Session) -> list[str]:
     scrub = public.scrubber(s)
-    return [scrub(line) if code else _line(line, scrub) for line, code in zip(lines, _in_fence(lines))]
+    return [scrub(line) if code else _line(line, scrub) for line, code in zip(lines, _in_fence(lines), strict=True)]
 
 
 def publish(md: str, s: Session) -> str:

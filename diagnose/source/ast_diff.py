@@ -41,7 +41,7 @@ def _first_change(good: str, bad: str) -> tuple[str, str]:
     """The first line where the two texts differ (a compound statement's changed line, not its header)."""
     g = [x.strip() for x in good.splitlines() if x.strip()]
     b = [x.strip() for x in bad.splitlines() if x.strip()]
-    for x, y in zip(g, b):
+    for x, y in zip(g, b, strict=False):
         if x != y:
             return _short(x), _short(y)
     return _short(g[0] if g else ""), _short(b[len(g)] if len(b) > len(g) else (b[0] if b else ""))
@@ -93,7 +93,7 @@ class _Differ:
         sm = difflib.SequenceMatcher(None, [_key(s) for s in gs], [_key(s) for s in bs], autojunk=False)
         for tag, i1, i2, j1, j2 in sm.get_opcodes():
             if tag == "equal":
-                for g, b in zip(gs[i1:i2], bs[j1:j2]):
+                for g, b in zip(gs[i1:i2], bs[j1:j2], strict=True):
                     if isinstance(g, DEFS) and ast.dump(g) != ast.dump(b):
                         self.pair_def(g, b, where)
                 continue
@@ -115,7 +115,7 @@ class _Differ:
         if not gs and not bs:
             return
         if len(gs) == len(bs):
-            for g, b in zip(gs, bs):
+            for g, b in zip(gs, bs, strict=True):
                 if ast.dump(g) != ast.dump(b):
                     self.add("replace", where, (_start(g), g.end_lineno), (_start(b), b.end_lineno))
             return

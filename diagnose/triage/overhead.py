@@ -11,6 +11,7 @@ host: another host's clock is not this one's.
 from __future__ import annotations
 
 from statistics import median
+from itertools import pairwise
 
 
 def _ms(s: float) -> str:
@@ -36,7 +37,7 @@ def measure(rows: list[dict], timing: dict) -> dict | None:
         tasks.sort(key=lambda r: r["started_at"])
         if tasks[0].get("host") == timing.get("host") and timing.get("submitted_at"):
             firsts.append(max(0.0, tasks[0]["started_at"] - timing["submitted_at"]))   # one clock: this host's
-        waits += [max(0.0, b["started_at"] - a["ended_at"]) for a, b in zip(tasks, tasks[1:])]
+        waits += [max(0.0, b["started_at"] - a["ended_at"]) for a, b in pairwise(tasks)]
     wraps = [max(0.0, (r["ended_at"] - r["started_at"]) - _command_s(r)) for r in ran if _command_s(r) is not None]
     commands = sum(_command_s(r) or 0.0 for r in ran)
     # the span from submission to the last end needs one clock: only where every task ran on this host

@@ -164,7 +164,7 @@ class Search:
                 leaf["parent"]["children"] -= 1
             leaf["weight"] = 0.0
             return
-        for rec, fr in zip(recs[:-1], chain):
+        for rec, fr in zip(recs[:-1], chain, strict=False):
             rec["lines"][fr.f_lineno] = rec["lines"].get(fr.f_lineno, 0) + 1
             if len(leaf["gave"]) < 64:      # a wait shows itself by its third read; a longer call is no wait
                 leaf["gave"].append((rec, fr.f_lineno))

@@ -222,7 +222,7 @@ def main(parts: list[str]) -> None:
         # The sampler's own cost: the same cold run with and without it, alternated, and the healthy
         # kernel's steady state with and without it (the sampler pauses in timing sections).
         rows = []
-        for i in range(int(os.environ.get("SAMPLER_PAIRS", 1))):
+        for _ in range(int(os.environ.get("SAMPLER_PAIRS", 1))):
             for flag in ([], ["--no-sample"]):
                 t, rc, out, seen = timed(["run", str(ROUND9), "--probes", "none", "--stages", "compile,test", *flag])
                 st = session(out)["runs"][0]["stages"]

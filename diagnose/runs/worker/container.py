@@ -83,7 +83,7 @@ def _make_private(libc, target: str, source: str, keep: list[str], writable: lis
     try:
         _mount(libc, source, target, MS_BIND)
         try:
-            for p, fd in zip(keep, fds):
+            for p, fd in zip(keep, fds, strict=False):
                 os.makedirs(p, exist_ok=True)
                 _mount(libc, f"/proc/self/fd/{fd}", p, MS_BIND | MS_REC)
                 if any(under(p, w) for w in writable):

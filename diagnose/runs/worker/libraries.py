@@ -65,7 +65,7 @@ def patch_autotuner(mod, ch) -> bool:
     def run(self, *args, **kwargs):
         key = None
         try:      # the key the autotuner itself computes (Autotuner.run): the key args, then each tensor's dtype
-            named = {**dict(zip(self.arg_names, args)), **kwargs}
+            named = {**dict(zip(self.arg_names, args, strict=False)), **kwargs}
             named = {k: v for k, v in named.items() if k in self.arg_names}
             key = tuple([named[k] for k in self.keys if k in named] +
                         [str(v.dtype) for v in named.values() if hasattr(v, "dtype")])

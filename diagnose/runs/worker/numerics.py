@@ -72,7 +72,7 @@ def tolerance(check) -> tuple[float | None, float | None]:
     """(rtol, atol) as the checker holds them, or None where it does not say."""
     found = {}
     code, cells = getattr(check, "__code__", None), getattr(check, "__closure__", None) or ()
-    for name, cell in zip(getattr(code, "co_freevars", ()), cells):
+    for name, cell in zip(getattr(code, "co_freevars", ()), cells, strict=False):
         try:
             v = cell.cell_contents
         except ValueError:

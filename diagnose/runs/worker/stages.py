@@ -116,7 +116,7 @@ def stage_compile(ctx: Ctx) -> str:
 def stage_test(ctx: Ctx) -> str:
     import_submission(ctx)
     cases = ctx.spec.task["tests"]
-    for label, case in zip(labels(cases), cases):
+    for label, case in zip(labels(cases), cases, strict=True):
         with ctx.ins.phase(f"generate:{label}"):
             data = ctx.generate(**case)
         with ctx.ins.phase(f"first_call:{label}", case=label):
@@ -146,7 +146,7 @@ def _run_and_check_all(ctx: Ctx, label: str, inputs: list, first_phase: str | No
             outs.append(ctx.kernel(clone(data)))
         if ctx.ins.cuda:
             ctx.torch.cuda.synchronize()
-        for i, (data, out) in enumerate(zip(inputs, outs)):
+        for i, (data, out) in enumerate(zip(inputs, outs, strict=True)):
             if not _check(ctx, label, data, out, i):
                 return False
     return True
@@ -240,7 +240,7 @@ def stage_tune(ctx: Ctx) -> str:
     end; then what each search written by hand kept (spec.memo names its dicts)."""
     import_submission(ctx)
     cases, seen = ctx.spec.task["tests"] + ctx.spec.task.get("benchmarks", []), []
-    for label, case in zip(labels(cases), cases):
+    for label, case in zip(labels(cases), cases, strict=True):
         shape = {k: v for k, v in case.items() if k != "seed"}
         if shape in seen:
             continue

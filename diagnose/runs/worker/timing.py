@@ -92,4 +92,4 @@ def time_case(ctx: Ctx, label: str, inputs: list) -> None:
 
 def bench_cases(ctx: Ctx):
     cases = stage_cases(ctx.spec.task, ctx.spec.stage)
-    return list(zip(labels(cases), cases))
+    return list(zip(labels(cases), cases, strict=True))

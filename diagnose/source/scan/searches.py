@@ -58,7 +58,7 @@ class SearchFinders:
             self.sites.append(Site("helion_table", node.lineno, node.end_lineno, self.code(node.lineno), {
                 "name": target.id, "dict_span": span(value), "config_class": spelled,
                 "entries": [{"key": literal(k), "key_span": span(k), "value_span": span(v)}
-                            for k, v in zip(value.keys, value.values)]}))
+                            for k, v in zip(value.keys, value.values, strict=True)]}))
 
     def _module_dicts(self) -> dict[str, int]:
         """Module-level names bound to an empty dict ({} or dict()): name -> the definition's last line."""
