@@ -140,9 +140,10 @@ def _alive(p) -> bool:
 
 
 def _cmdline(p) -> str:
+    import psutil
     try:
         return " ".join(p.cmdline())
-    except Exception:  # noqa: BLE001 - gone meanwhile
+    except psutil.Error:    # gone meanwhile
         return ""
 
 

@@ -16,6 +16,8 @@ import signal
 import threading
 import time
 
+import psutil
+
 STOP_S = 10.0       # the promise: from the signal to the exit
 GRACE_S = 3.5       # a command's own cleanup after SIGINT
 CLOSE_S = 1.5       # the cluster's own close (within STOP_S: 1 + GRACE_S + 0.5 + CLOSE_S + 0.5 + 1)
@@ -66,12 +68,10 @@ class Tree:
     """The controller's descendants, every one ever seen while stopping (psutil.Process: never a reused pid)."""
 
     def __init__(self):
-        import psutil
         self.me, self.seen = psutil.Process(), {}
         self.gather()
 
     def gather(self) -> None:
-        import psutil
         try:
             for p in self.me.children(recursive=True):
                 self.seen.setdefault(p.pid, p)
@@ -79,7 +79,6 @@ class Tree:
             pass
 
     def alive(self, procs=None) -> list:
-        import psutil
         out = []
         for p in (self.seen.values() if procs is None else procs):
             try:
@@ -95,7 +94,7 @@ class Tree:
             try:
                 if is_command(p.cmdline()):
                     out.append(p)
-            except Exception:  # noqa: BLE001 - gone, or not ours to read
+            except psutil.Error:        # gone, or not ours to read
                 pass
         return out
 
@@ -142,8 +141,7 @@ def stop_all(client, cluster, futures) -> int:
     for p in tree.alive():
         try:
             p.kill()
-        except Exception:  # noqa: BLE001 - gone meanwhile
+        except psutil.Error:        # gone meanwhile
             pass
-    import psutil
     psutil.wait_procs(tree.alive(), timeout=1)
     return len(stopped)

@@ -35,7 +35,7 @@ def _place(out: dict, path: str, v, attr: bool) -> None:
     elif callable(getattr(v, "cache_info", None)) and callable(v):
         try:
             out[path] = ("cache", v.cache_info().currsize, v)
-        except Exception:  # noqa: BLE001
+        except Exception:  # noqa: BLE001 - the submission's own cache object: its cache_info may raise anything
             pass
     elif not callable(v) and (attr or isinstance(v, (int, float, str, tuple, bool, type(None)))):
         # a plain value by its text (an int bound again may keep its id); anything else by identity: the repr of

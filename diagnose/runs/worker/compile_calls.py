@@ -85,7 +85,7 @@ class CompileRecorder:
         self._recompiles_watched = True
         try:
             import torch._dynamo.convert_frame as cf
-        except Exception:  # noqa: BLE001 - a torch without it: finished recompiles are still recorded
+        except ImportError:     # a torch without it: finished recompiles are still recorded
             return
         orig = getattr(cf, "get_and_maybe_log_recompilation_reasons", None)
         if orig is None:
@@ -119,7 +119,7 @@ class CompileRecorder:
                 obj = getattr(cfg, head, None)
             try:
                 now[key] = _short(getattr(obj, name))
-            except Exception:  # noqa: BLE001 - a setting this torch does not have
+            except AttributeError:      # a setting this torch does not have
                 continue
         if now != self._config:
             self._config = now

@@ -141,7 +141,7 @@ class Instruments:
             try:
                 from torch._dynamo.utils import counters, get_compilation_metrics
                 recs = list(get_compilation_metrics())
-            except Exception:  # noqa: BLE001 - no dynamo here, or the deque moved while read: next time
+            except (ImportError, RuntimeError):     # no dynamo here, or the deque moved while read: next time
                 return
             if len(recs) > self._seen_metrics:
                 self.compiles.snapshot_config()
