@@ -5,6 +5,9 @@ controller holds, OUT/.triage-key (32 random bytes, made on first use with O_EXC
 in a row). On resume a row counts only if its digest checks; any other (forged, or from a triage without that key)
 is ignored, its file is checked again, and the triage says how many.
 
+Each submission's key is made of its content, every setting that changes its answer, and its path (key_of): a
+second triage with the same inputs and settings keeps the rows that finished and runs the rest (resume).
+
 A row also holds the sha256 of its session.json and report.md as its task read them (task.py, rows.py): a report
 changed since is shown as such (output/triage.py), never as the row's own.
 """
@@ -27,6 +30,21 @@ RERUN = ("lost",)          # rows that say nothing about the submission: a secon
 def rerun(row: dict) -> bool:
     """A row that says nothing about the submission: a lost worker, bad input, or a command that was stopped."""
     return row.get("status") in RERUN or row.get("exit_code") in (2, 130, 143)
+
+
+def key_of(path: Path, settings: dict) -> str:
+    """The submission's content, every setting that changes its answer, and where it lies (two files with the
+    same content are two rows)."""
+    h = hashlib.sha256(path.read_bytes())
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    h.update(str(path.resolve()).encode())
+    return h.hexdigest()[:16]
+
+
+def resume(items: list[dict], done: dict[str, dict]) -> tuple[list[dict], list[dict]]:
+    """The rows kept from a triage before (signed, and about the submission), and the items still to run."""
+    keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not rerun(done[i["key"]])}
+    return list(keep.values()), [i for i in items if i["key"] not in keep]
 
 
 def _plain(row: dict) -> dict:
