@@ -19,6 +19,7 @@ from rich.markup import escape
 from diagnose.cli.files import OutDir, write_atomic
 from diagnose.cli.options import Shared, gpu_list
 from diagnose.cli.wiring import Signals, err, out
+from diagnose.cli.ledger_file import LedgerFile
 from diagnose.triage.ledger import JSONL, Ledger, resume
 
 MD, CSV, DASK_LOG = "triage.md", "triage.csv", ".triage-dask.log"
@@ -50,7 +51,7 @@ def triage(paths: list[Path], depth: str, opts: Shared, out_dir: Path, scheduler
         holder = OutDir(out_dir, "--out")
         try:
             root = holder.path
-            ledger = Ledger(root)
+            ledger = LedgerFile(root)
             items = items_of(paths, depth, whole.answer(), root, str(out_dir), flags)
             done, note = ledger.done()
             if note:
@@ -73,7 +74,7 @@ def child_flags(opts: Shared) -> dict[str, list[str]]:
     return {"here": here.argv(), "whole": opts.with_paths(lambda p: p.resolve()).argv()}
 
 
-def _drive(root: Path, ledger: Ledger, todo: list[dict], kept: list[dict], total: int, settings: dict,
+def _drive(root: Path, ledger: LedgerFile, todo: list[dict], kept: list[dict], total: int, settings: dict,
            scheduler: str | None, workers: int | None, signals, resumes: str) -> int:
     """The controller's rows, each written as it comes; the tables after each; the last line."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -87,8 +88,10 @@ def _drive(root: Path, ledger: Ledger, todo: list[dict], kept: list[dict], total
         return describe(measure(rows[len(kept):], timing))
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                    console=err, transient=False)
+    # what the workers of a cluster made here say (Dask's warnings) goes to a file, never to the terminal
+    log = os.open(root / DASK_LOG, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600) if todo and not scheduler else None
     try:
-        with closing(run(todo, settings, scheduler, workers, timing, signals.stop, root / DASK_LOG)) as controller:
+        with closing(run(todo, settings, scheduler, workers, timing, signals.stop, log)) as controller:
             for row in controller:
                 if row is None:          # every task submitted: the bar starts
                     bar.start()
@@ -101,6 +104,8 @@ def _drive(root: Path, ledger: Ledger, todo: list[dict], kept: list[dict], total
                     f"{n} {s}" for s, n in counts(rows).items()))
     finally:
         bar.stop()
+        if log is not None:
+            os.close(log)
     said = cost()
     _tables(root, ledger, rows, total, said)
     summary = ", ".join(f"{n} {s}" for s, n in counts(rows).items()) or "none"

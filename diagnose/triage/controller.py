@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import threading
 import time
-from pathlib import Path
 from typing import Iterator
 
 from diagnose.errors import BadInput
@@ -27,11 +26,11 @@ def cards_for(visible: list[str], picked: list[str], scheduler: str | None, work
 
 
 def run(todo: list[dict], settings: dict, scheduler: str | None, workers: int | None, timing: dict,
-        stop: threading.Event, log: Path | None = None) -> Iterator[dict | None]:
+        stop: threading.Event, log: int | None = None) -> Iterator[dict | None]:
     """settings: {gpus: the cards, limit_s: each command's hard limit}; timing: filled here (the cluster's start,
-    when the tasks were submitted) for overhead.py; log: the stderr of the workers of a cluster started here.
-    Yields STARTED once the tasks are submitted, then each row; `stop.is_set()` afterwards says whether it was
-    stopped."""
+    when the tasks were submitted) for overhead.py; log: a file descriptor for the stderr of the workers of a
+    cluster started here. Yields STARTED once the tasks are submitted, then each row; `stop.is_set()` afterwards
+    says whether it was stopped."""
     if not todo or stop.is_set():
         return
     from diagnose.triage.cluster import client_for, submit
