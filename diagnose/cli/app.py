@@ -2,8 +2,9 @@
 
 Exit codes: exits.py, the one place they are defined; `--help` prints its table.
 
-Commands stay thin: checking inputs is prepare.py's, running is the engine's, what is printed is the
-renderers'. Every bad value, typer's own type errors included, ends as one `error:` line and exit 2.
+Commands stay thin: the options they share are one record (options.py), which checks them; the rest of checking
+inputs is prepare.py's, running is the engine's, what is printed is the renderers'. Every bad value, typer's own
+type errors included, ends as one `error:` line and exit 2.
 """
 from __future__ import annotations
 
