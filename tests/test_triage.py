@@ -319,35 +319,35 @@ def test_a_running_dask_scheduler_and_its_workers_take_the_tasks(tmp_path):
 
 
 _TWO_CARDS = """
-import json, sys
-from diagnose.cli import triage_loop
-from diagnose.runs import device
-device.visible_gpus = lambda: ["0", "1"]        # two cards made visible to the loop: this machine has none
-items = json.loads(sys.argv[1])
-rows, stopped = triage_loop.run_all(items, {"depth": "check", "budget": 30}, None, None, None, [], len(items),
-                                    lambda row, rows: None, {})
-print(json.dumps({"rows": rows, "stopped": stopped}))
+import json, sys, threading
+from pathlib import Path
+from diagnose.triage.controller import run
+from diagnose.triage.inputs import items
+todo = items([Path(p) for p in sys.argv[1:]], "check", {"budget": 30.0}, Path("out"), "out",
+             {"here": ["--budget", "30"], "whole": ["--budget", "30"]})
+# two cards given to the controller (this machine has none): as the CLI gives those of a cluster made here
+rows = [r for r in run(todo, {"gpus": ["0", "1"], "limit_s": 600.0}, None, None, {}, threading.Event()) if r]
+print(json.dumps({"rows": rows}))
 """
 
 
 @pytest.mark.e2e
 def test_each_task_gets_its_workers_card_and_no_card_runs_two_tasks_at_once(tmp_path):
-    """The triage loop (in a process of its own, as the CLI runs it) with two cards: each submission's command
+    """The triage's controller (in a process of its own, as the CLI runs it) with two cards: each submission's command
     sees exactly its worker's card in CUDA_VISIBLE_DEVICES, as its crash message says, and the row records that
     card; on each card the tasks ran one after another."""
-    items = []
+    files = []
     for i in range(3):       # three on two cards: one card runs two, one after the other
         f = tmp_path / f"sees_{i}.py"
         f.write_text(f"import os\nSEEN = os.environ.get('CUDA_VISIBLE_DEVICES')  # {i}\n\n\ndef custom_kernel(data):\n"
                      f"    raise RuntimeError(f'saw CUDA_VISIBLE_DEVICES={{SEEN}}')\n")
-        items.append({"file": str(f), "shown": f.name, "key": str(i), "report": f"r{i}",
-                      "report_dir": str(tmp_path / f"r{i}")})
-    res = subprocess.run([sys.executable, "-c", _TWO_CARDS, json.dumps(items)], cwd=ROOT, capture_output=True,
+        files.append(f.name)
+    res = subprocess.run([sys.executable, "-c", _TWO_CARDS, *files], cwd=tmp_path, capture_output=True,
                          text=True, timeout=400, env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert res.returncode == 0, res.stderr[-3000:]
     got = json.loads(res.stdout.strip().splitlines()[-1])
     rows = got["rows"]
-    assert not got["stopped"] and len(rows) == 3
+    assert len(rows) == 3
     for r in rows:
         assert r["status"] == "crash" and f"saw CUDA_VISIBLE_DEVICES={r['gpu']}" in r["why"], r
     assert {r["gpu"] for r in rows} == {"0", "1"}
@@ -388,26 +388,34 @@ def test_a_pinned_process_names_only_its_own_cards(monkeypatch, tmp_path):
     assert device.gpu_names() == ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]
 
 
-def test_a_command_gets_its_paths_as_the_user_gave_them_from_the_triage_folder(tmp_path):
+def test_a_command_gets_its_paths_as_the_user_gave_them_from_the_triage_folder(tmp_path, monkeypatch):
     """Red-team cases: a name starting with '-' read as an option (exit 2, rerun on every resume); '..dots.py',
-    inside the folder, taken for a parent; a symlink passed by its target's whole path; '../out' made whole."""
-    from diagnose.triage.task import argv_for
-    cwd = str(tmp_path)
-    settings = {"depth": "check", "budget": 30, "problems_root": str(tmp_path / "pr")}
+    inside the folder, taken for a parent; a symlink passed by its target's whole path; '../out' made whole. The
+    items and flags are the ones the CLI makes (triage/inputs.py, cli/triage.child_flags)."""
+    from diagnose.cli.options import Shared
+    from diagnose.cli.triage import child_flags
+    from diagnose.triage.inputs import items
+    here = tmp_path / "here"
+    (here / "pr").mkdir(parents=True)
+    for name in ("-dash.py", "..dots.py", "a.py"):
+        (here / name).write_text("")
+    (here / "lnk.py").symlink_to(here / "a.py")
+    (tmp_path / "elsewhere.py").write_text("")
+    monkeypatch.chdir(here)
+    flags = child_flags(Shared(budget=30.0, problems_root=Path("pr")))
 
-    def argv(file: str, out: str, cwd=cwd, **given) -> list[str]:
-        item = {"file": os.path.join(cwd or str(tmp_path), file), "report_dir": str(tmp_path / "o" / "r"),
-                "given": {"file": file, "out": out, **given}}
-        return argv_for(item, settings, cwd)[3:]
-    assert argv("-dash.py", "o/r")[:4] == ["check", "./-dash.py", "--out", "o/r"]
-    assert argv(str(tmp_path / "..dots.py"), "o/r")[1] == "..dots.py"          # below the folder: relative
-    assert argv("lnk.py", "../out/r")[1:4] == ["lnk.py", "--out", "../out/r"]   # as named, not resolved
-    assert argv("a.py", "o/r", problems_root="pr")[-4:] == ["--problems-root", "pr", "--budget", "30"]
-    assert argv("/elsewhere/a.py", "o/r")[1] == "/elsewhere/a.py"              # given whole, outside: whole
+    def item(file: str, out: str = "o") -> dict:
+        return items([Path(file)], "check", {}, here / out, out, flags)[0]
+    assert item("-dash.py")["argv"][:3] == ["check", "./-dash.py", "--out"]
+    assert item(str(here / "..dots.py"))["argv"][1] == "..dots.py"          # below the folder: relative
+    lnk = item("lnk.py", "../out")
+    assert lnk["argv"][1:3] == ["lnk.py", "--out"] and lnk["argv"][3].startswith("../out/reports/lnk-")  # as named
+    assert item("a.py")["argv"][-4:] == ["--problems-root", "pr", "--budget", "30"]
+    assert item(str(tmp_path / "elsewhere.py"))["argv"][1] == str(tmp_path / "elsewhere.py")   # outside: whole
     # a worker without the folder: whole paths, and the problem folder as resolved
-    whole = argv("a.py", "o/r", cwd=None, problems_root="pr")
-    assert whole[1] == str(tmp_path / "a.py") and whole[3] == str(tmp_path / "o" / "r")
-    assert whole[whole.index("--problems-root") + 1] == str(tmp_path / "pr")
+    whole = item("a.py")["argv_whole"]
+    assert whole[1] == str(here / "a.py") and whole[3] == str(here / "o" / "reports" / Path(whole[3]).name)
+    assert whole[whole.index("--problems-root") + 1] == str(here / "pr")
 
 
 def test_a_report_link_with_a_space_is_still_a_link():

@@ -1,6 +1,7 @@
-"""The triage's ledger (triage/ledger.py): only rows its controller signed are believed on resume; the key is its
-own file, made once, never in a row; a report changed since its task read it is shown as such. Also `triage`'s
-checks before any work: no Dask here, and bad option values, each one line and exit 2."""
+"""The triage's ledger (triage/ledger.py, its files written by cli/ledger_file.py): only rows its controller signed are
+believed on resume; the key is its own file, made once, never in a row; a report changed since its task read it is
+shown as such. Also `triage`'s checks before any work: no Dask here, and bad option values, each one line and exit
+2."""
 from __future__ import annotations
 
 import json
@@ -13,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from diagnose.errors import BadInput
-from diagnose.triage.ledger import JSONL, KEY_FILE, Ledger, rerun, sign
+from diagnose.cli.ledger_file import LedgerFile as Ledger
+from diagnose.triage.ledger import JSONL, KEY_FILE, rerun, sign
 from tests.conftest import FIXTURES, ROOT, cli
 
 

@@ -2,8 +2,9 @@
 
 Exit codes: exits.py, the one place they are defined; `--help` prints its table.
 
-Commands stay thin: checking inputs is prepare.py's, running is the engine's, what is printed is the
-renderers'. Every bad value, typer's own type errors included, ends as one `error:` line and exit 2.
+Commands stay thin: the options they share are one record (options.py), which checks them; the rest of checking
+inputs is prepare.py's, running is the engine's, what is printed is the renderers'. Every bad value, typer's own
+type errors included, ends as one `error:` line and exit 2.
 """
 from __future__ import annotations
 
@@ -23,9 +24,8 @@ import diagnose
 from diagnose.cli.exits import BAD_INPUT, INTERNAL, REFUSED, help_text, stopped_code
 from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
 from diagnose.errors import BadInput, Refused
-from diagnose.runs import harness
-from diagnose.cli.options import (BUDGET, COMPILE_BUDGET, PROBLEM, PROBLEMS_ROOT, QUIET, SMALL, SUBMISSION, TASK,
-                                  VERBOSE, _Command)
+from diagnose.cli.options import (BUDGET, COMPILE_BUDGET, GPUS, JOBS, PROBES, PROBLEM, PROBLEMS_ROOT, QUIET, SMALL,
+                                  STAGES, SUBMISSION, TASK, VERBOSE, Shared, _Command)
 
 try:   # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as _cx
@@ -60,23 +60,19 @@ RUNNER = typer.Option(None, "--runner", hidden=True, metavar="scripted:FILE",
 
 @app.command(cls=_Command, epilog=help_text())
 def run(
+    ctx: typer.Context,
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
     problems_root: Optional[Path] = PROBLEMS_ROOT,
-    task: str = TASK,
+    task: Optional[str] = TASK,
     budget: Optional[float] = BUDGET,
     compile_budget: Optional[float] = COMPILE_BUDGET,
-    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST",
-                               help="Comma-separated stages to run; 'compile' runs the harness's compile step "
-                                    "before each of them."),
+    stages: Optional[str] = STAGES,
     full: bool = typer.Option(False, "--full", help="Run every benchmark repeat for real instead of predicting."),
-    probes: Optional[str] = typer.Option(None, "--probes", "-p", metavar="LIST",
-                                         help="Comma-separated probes (default: all present); 'none' runs the "
-                                              "submission only."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time (default from CPUs "
-                                                                                "and memory)."),
+    probes: Optional[str] = PROBES,
+    jobs: Optional[int] = JOBS,
     repeat: int = typer.Option(1, "--repeat", metavar="N", help="Run the baseline and each variant N times."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", metavar="IDS", help="GPU ids to spread runs over, e.g. 0,1."),
+    gpus: Optional[str] = GPUS,
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                            help="Output directory (default reports/<stem>-<time>)."),
     fix: Optional[Path] = typer.Option(None, "--fix", metavar="FILE",
@@ -96,10 +92,8 @@ def run(
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import exit_code
-    prep = prepare(Inputs(submission, problem=problem, task=task, budget=budget, compile_budget=compile_budget,
-                          stages=stages, full=full, max_rss=max_rss, keep=keep, sample_repeats=sample_repeats,
-                          small=small, sample=not no_sample, probes=probes, jobs=jobs, repeat=repeat, gpus=gpus,
-                          problems_root=problems_root))
+    prep = prepare(Inputs(submission, Shared.of(ctx.params), full=full, max_rss=max_rss, keep=keep,
+                          sample_repeats=sample_repeats, sample=not no_sample, repeat=repeat))
     if fix is not None and fix.is_dir():
         raise BadInput(f"--fix {fix}: is a directory; give a file name")
     outdir = OutDir(out_dir or Path("reports") / f"{prep.sub.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
@@ -116,10 +110,11 @@ def run(
 
 @app.command(cls=_Command, epilog=help_text())
 def check(
+    ctx: typer.Context,
     submission: Path = SUBMISSION,
     problem: Optional[Path] = PROBLEM,
     problems_root: Optional[Path] = PROBLEMS_ROOT,
-    task: str = TASK,
+    task: Optional[str] = TASK,
     budget: Optional[float] = BUDGET,
     compile_budget: Optional[float] = COMPILE_BUDGET,
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
@@ -136,8 +131,7 @@ def check(
     from diagnose.cli.exits import check_exit
     from diagnose.output.console import check_header, check_lines
     from diagnose.source.risks import static_risks
-    prep = prepare(Inputs(submission, problem=problem, task=task, budget=budget, compile_budget=compile_budget,
-                          sample_repeats=5, small=small, jobs=1, probes="none", problems_root=problems_root))
+    prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     if not quiet:
         out.print(check_header(prep.session.submission["path"], prep.board, prep.folder, prep.settings.budgets))
@@ -155,17 +149,19 @@ def check(
 
 @app.command(cls=_Command)
 def bisect(
+    ctx: typer.Context,
     good: Path = typer.Argument(..., metavar="GOOD", show_default=False,
                                 help="The version that passes (with --git: the file, at both revisions)."),
     bad: Optional[Path] = typer.Argument(None, metavar="BAD", show_default=False, help="The version that fails."),
     git: Optional[str] = typer.Option(None, "--git", metavar="REV_GOOD..REV_BAD", help="Take both versions of GOOD "
                                                                                       "from git."),
     problem: Optional[Path] = PROBLEM,
-    task: str = TASK,
+    problems_root: Optional[Path] = PROBLEMS_ROOT,
+    task: Optional[str] = TASK,
     budget: Optional[float] = BUDGET,
     compile_budget: Optional[float] = COMPILE_BUDGET,
-    stages: str = typer.Option(",".join(harness.STAGES), "--stages", "-s", metavar="LIST", help="Stages to run."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", metavar="N", help="Runs at a time."),
+    stages: Optional[str] = STAGES,
+    jobs: Optional[int] = JOBS,
     small: Optional[bool] = SMALL,
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR", help="Output directory."),
     no_diagnose: bool = typer.Option(False, "--no-diagnose", help="Stop at the minimal edits (no diagnosis of them)."),
@@ -176,9 +172,8 @@ def bisect(
     """Which edits between GOOD and BAD make it fail: the minimal set, tested, then diagnosed. Exit 0 found,
     1 none verified, 2 bad input, 3 cannot be judged here."""
     from diagnose.cli.bisect import bisect as bisect_edits
-    inputs = dict(problem=problem, task=task, budget=budget, compile_budget=compile_budget, stages=stages,
-                  small=small, jobs=jobs)
-    raise typer.Exit(bisect_edits(good, bad, git, inputs, out_dir, not no_diagnose, quiet, verbose, runner))
+    opts = Shared.of(ctx.params).check()         # before the output folder is made
+    raise typer.Exit(bisect_edits(good, bad, git, opts, out_dir, not no_diagnose, quiet, verbose, runner))
 
 
 @app.command("probes", cls=_Command)

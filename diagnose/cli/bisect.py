@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from diagnose.cli.options import Shared
 from diagnose.cli.wiring import Signals, diagnose_prepared, engine_for, err, out, progress_for, verbosity
 from diagnose.errors import BadInput, CannotJudge
 
@@ -35,7 +36,7 @@ def _texts(first: Path, second: Path | None, git: str | None) -> tuple[str, str]
     return texts[0], texts[1]
 
 
-def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_dir: Path | None,
+def bisect(first: Path, second: Path | None, git: str | None, opts: Shared, out_dir: Path | None,
            diagnose_after: bool, quiet: bool, verbose: bool, runner: str | None) -> int:
     import datetime as dt
     from diagnose.source import ast_diff
@@ -50,8 +51,8 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         paths[name] = outdir.path / name
         write_atomic(paths[name], text)
     # both must be submissions we can run: the same checks as `run`; GOOD's is the search's own
-    prep = prepare(Inputs(paths["good.py"], probes="none", **inputs))
-    prepare(Inputs(paths["bad.py"], probes="none", **inputs))
+    prep = prepare(Inputs(paths["good.py"], opts.but(probes="none")))
+    prepare(Inputs(paths["bad.py"], opts.but(probes="none")))
     edits = ast_diff.edits(good_text, bad_text)
     if not edits:
         raise BadInput("GOOD and BAD do not differ in any statement (only in comments or layout)")
@@ -85,7 +86,7 @@ def bisect(first: Path, second: Path | None, git: str | None, inputs: dict, out_
         out.print(f"  {e['id']} {e['summary']}", markup=False)
     if minimal and diagnose_after and not sig.code:
         code, diag = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
-                                       inputs, quiet, verbose, runner)
+                                       opts, quiet, verbose, runner)
         from diagnose.analysis import claims
         top = claims.by_kind(claims.derive(diag), "cause")
         prep.session.edit_bisect["diagnosis"] = {
@@ -103,13 +104,13 @@ def _say_edits(edits) -> None:
         err.print(f"  {e.id} {e.summary()}", markup=False)
 
 
-def _diagnose_minimal(outdir, source: str, inputs: dict, quiet: bool, verbose: bool, runner: str | None):
+def _diagnose_minimal(outdir, source: str, opts: Shared, quiet: bool, verbose: bool, runner: str | None):
     """The usual diagnosis of GOOD plus the minimal edits, so the report says why they fail."""
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.cli.exits import exit_code
     path = outdir.path / "minimal.py"
     write_atomic(path, source)
-    prep = prepare(Inputs(path, **inputs))
+    prep = prepare(Inputs(path, opts))
     _, code = diagnose_prepared(prep, OutDir(outdir.path / "diagnosis", "--out"), quiet, verbose, runner)
     return code or exit_code(prep.session), prep.session

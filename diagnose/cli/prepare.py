@@ -6,14 +6,14 @@ Nothing here runs the submission or writes a file.
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import diagnose
+from diagnose.cli.options import DEFAULT_TASK, Shared, at_least, gpu_list, positive, probe_list, stage_list
 from diagnose.errors import BadInput
 from diagnose.runs import device, harness
 from diagnose.source.popcorn import headers
@@ -26,24 +26,15 @@ if TYPE_CHECKING:       # the runner and the session load lazily: `diagnose --he
 
 @dataclass
 class Inputs:
-    """The options `run` and `check` share, as the user gave them."""
+    """What `run` and `check` are given: the submission, the options every command shares, and `run`'s own."""
     submission: Path
-    problem: Path | None = None
-    task: str = "fp8-dual-gemm"
-    budget: float | None = None
-    compile_budget: float | None = None
-    stages: str = ",".join(harness.STAGES)
+    opts: Shared = field(default_factory=Shared)
     full: bool = False
     max_rss: float | None = None
     keep: bool = False
     sample_repeats: int = 10
-    small: bool | None = None
     sample: bool = True
-    probes: str | None = None
-    jobs: int | None = None
     repeat: int = 1
-    gpus: str | None = None
-    problems_root: Path | None = None
 
 
 @dataclass
@@ -55,56 +46,6 @@ class Prepared:
     session: Session
     board: dict | None = None
     folder: str = ""
-
-
-def positive(flag: str, val: float | None) -> None:
-    if val is not None and not (math.isfinite(val) and val > 0):
-        raise BadInput(f"{flag} must be a finite positive number, got {val:g}")
-
-
-def at_least(flag: str, val: int | None, low: int) -> None:
-    if val is not None and val < low:
-        raise BadInput(f"{flag} must be at least {low}, got {val}")
-
-
-def stage_list(spec: str) -> tuple[list[str], bool]:
-    """The stages to run, and whether the harness's compile step runs before each ("compile" in the list)."""
-    names = [s.strip() for s in spec.split(",") if s.strip()]
-    bad = [s for s in names if s not in harness.STAGES]
-    if bad or not names:
-        raise BadInput(f"--stages: unknown stage {', '.join(bad) or '(none)'}; choose from {', '.join(harness.STAGES)}")
-    stages = [s for s in harness.JUDGED if s in names]
-    if not stages:
-        raise BadInput("--stages compile: the compile step runs before each stage and decides nothing by itself; "
-                       "add a stage (test, benchmark, leaderboard)")
-    return stages, "compile" in names
-
-
-def probe_list(spec: str | None) -> list[str] | None:
-    if spec is None:
-        return None
-    from probes import BY_NAME
-    names = [p.strip() for p in spec.split(",") if p.strip()]
-    if names == ["none"]:
-        return []
-    unknown = [p for p in names if p not in BY_NAME]
-    if unknown or not names:
-        raise BadInput(f"--probes: unknown probe {', '.join(unknown) or '(none)'}; see `diagnose probes`")
-    return names
-
-
-def gpu_list(spec: str | None) -> list[str]:
-    """GPU ids, each checked against what this machine has."""
-    if not spec:
-        return []
-    ids = [g.strip() for g in spec.split(",") if g.strip()]
-    have = device.gpu_count()
-    if not have:
-        raise BadInput(f"--gpus {spec}: this machine has no GPU")
-    bad = [g for g in ids if not g.isdigit() or int(g) >= have]
-    if bad or not ids:
-        raise BadInput(f"--gpus: no GPU {', '.join(bad) or '(none)'} here; this machine has GPUs 0–{have - 1}")
-    return ids
 
 
 def shown_path(p: Path) -> str:
@@ -122,9 +63,9 @@ def _problem_from_header(i: Inputs, head: dict) -> tuple[Path | None, dict | Non
     from diagnose.tasks.leaderboards import ENV, resolve, root_from
     from diagnose.tasks.loader import BUILTIN
     board = head.get("leaderboard")
-    if i.problem is not None or board is None:
-        return i.problem, None
-    root = root_from(i.problems_root)
+    if i.opts.problem is not None or board is None:
+        return i.opts.problem, None
+    root = root_from(i.opts.problems_root)
     if root is not None:
         entry = resolve(board["value"], root)
         return entry["directory"], entry
@@ -186,25 +127,24 @@ def prepare(i: Inputs) -> Prepared:
     from diagnose.session import Session
     from diagnose.source.submission import load_submission
     from diagnose.tasks.loader import load_task, stage_files
-    for flag, val in (("--budget", i.budget), ("--compile-budget", i.compile_budget), ("--max-rss", i.max_rss)):
-        positive(flag, val)
-    at_least("--jobs", i.jobs, 1)
+    o = i.opts.check()                   # every shared value, before any work
+    positive("--max-rss", i.max_rss)
     at_least("--repeat", i.repeat, 1)
     at_least("--sample-repeats", i.sample_repeats, 2)
-    stages, compile_step = stage_list(i.stages)
-    names = probe_list(i.probes)
-    gpu_ids = gpu_list(i.gpus)
+    stages, compile_step = stage_list(o.stages)
+    names = probe_list(o.probes)
+    gpu_ids = gpu_list(o.gpus)
     sub = load_submission(i.submission)
     gpu = device.has_gpu()
     head = headers(sub.source)
     problem, board = _problem_from_header(i, head)
-    t = load_task(problem, i.task, small=i.small if i.small is not None else not gpu)
+    t = load_task(problem, o.task or DEFAULT_TASK, small=o.small if o.small is not None else not gpu)
     rules = _rules(t)
-    jobs = i.jobs or device.default_jobs()
+    jobs = o.jobs or device.default_jobs()
     if t.world_size > 1:
         jobs = 1      # the evaluator takes every GPU for its ranks
     settings = Settings(task=t, stages=tuple(stages),
-                        budgets=harness.stage_budgets(i.budget, t.timeouts, i.compile_budget),
+                        budgets=harness.stage_budgets(o.budget, t.timeouts, o.compile_budget),
                         depth=Depth.FULL if i.full else Depth.PREDICT, sample_repeats=i.sample_repeats,
                         max_rss_mb=i.max_rss, keep=i.keep, compile_step=compile_step, sample=i.sample,
                         **_walls_asked(),
@@ -230,7 +170,7 @@ def prepare(i: Inputs) -> Prepared:
                                "places": _places()}},
         scan=scan_source(sub.source, sub.tree).to_list())
     from diagnose.engine.run_state import VARIANT_NICE
-    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {i.gpus}" if gpu_ids else "") + \
+    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {o.gpus}" if gpu_ids else "") + \
         ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +
           ("; they start once the baseline has its CUDA context" if gpu else "")) if jobs > 1 else "")
     return Prepared(sub=sub, settings=settings, session=session, board=board, folder=_named(t, problem))

@@ -5,7 +5,7 @@ machine without one. Every worker offers one "GPU" resource and each task asks f
 card. Dask is imported only here, when a triage starts.
 
 A worker that dies is retried once (the scheduler's allowed-failures), then its task fails with KilledWorker:
-the CLI writes that row as lost.
+the controller makes that row a lost one.
 
 A Ctrl-C at a terminal goes to the whole process group, workers of a cluster made here included: only the
 controller, which stops everything in order, is to act on it, so each such worker sets SIGINT aside when it starts
@@ -18,13 +18,13 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from pathlib import Path
 
 ALLOWED_FAILURES = 1
 
 
-def client_for(scheduler: str | None, workers: int, log: Path | None = None):
-    """log: where the workers of a cluster made here write their stderr (they inherit it as they start)."""
+def client_for(scheduler: str | None, workers: int, log: int | None = None):
+    """log: the file descriptor (a file the CLI opened) the workers of a cluster made here write their stderr to
+    (they inherit it as they start)."""
     import dask
     from dask.distributed import Client, LocalCluster
     dask.config.set({"distributed.scheduler.allowed-failures": ALLOWED_FAILURES,
@@ -44,16 +44,14 @@ def client_for(scheduler: str | None, workers: int, log: Path | None = None):
 
 
 @contextlib.contextmanager
-def _stderr_to(log: Path | None):
+def _stderr_to(log: int | None):
     """fd 2 is the log while the workers start (each inherits it); the controller's own again after."""
     if log is None:
         yield
         return
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     sys.stderr.flush()
     saved = os.dup(2)
-    os.dup2(fd, 2)
-    os.close(fd)
+    os.dup2(log, 2)
     try:
         yield
     finally:

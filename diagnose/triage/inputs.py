@@ -1,13 +1,14 @@
 """What a triage runs over: files, folders of *.py (searched below them), and manifests (one path a line,
-relative to the manifest; blank lines and `#` comments skipped). Each submission gets a key from its content, the
-settings and its path, so a second triage with the same inputs and settings knows what already finished."""
+relative to the manifest; blank lines and `#` comments skipped). Each becomes an item: its key (ledger.py), its
+report folder, and its command's argv in two forms: from the triage's folder, with the paths as the user gave them
+(a report then names them as the user did), and with whole paths, for a worker without that folder."""
 from __future__ import annotations
 
-import hashlib
-import json
+import os
 from pathlib import Path
 
 from diagnose.errors import BadInput
+from diagnose.triage.ledger import key_of
 
 
 def expand(paths: list[Path]) -> list[Path]:
@@ -51,10 +52,26 @@ def _manifest(path: Path) -> list[Path]:
     return out
 
 
-def key_of(path: Path, settings: dict) -> str:
-    """The submission's content, every setting that changes its answer, and where it lies (two files with the
-    same content are two rows)."""
-    h = hashlib.sha256(path.read_bytes())
-    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
-    h.update(str(path.resolve()).encode())
-    return h.hexdigest()[:16]
+def as_given(path: str, cwd: str) -> str:
+    """A path the user gave, for a command that runs in the triage's folder: whole paths below it become relative
+    (a report then names no machine's layout); a name that starts with '-' gets './', or it reads as an option."""
+    if os.path.isabs(path):
+        rel = os.path.relpath(path, cwd)
+        path = path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
+    return "./" + path if path.startswith("-") else path
+
+
+def items(paths: list[Path], depth: str, answer: dict, root: Path, out: str, flags: dict[str, list[str]]) -> list[dict]:
+    """answer: the options that change a submission's answer (its key); out: --out as the user named it; flags:
+    those options as the child's flags, "here" (paths as given) and "whole" (resolved)."""
+    cwd, items_ = os.getcwd(), []
+    for p in expand(paths):
+        key = key_of(p, {"depth": depth, **answer})
+        rel = f"reports/{p.stem.lstrip('.')[:40] or 'submission'}-{key[:10]}"      # never a hidden folder
+        report_dir = str((root / rel).resolve())
+        here = [as_given(str(p), cwd), "--out", as_given(str(Path(out) / rel), cwd)]
+        items_.append({"file": os.path.abspath(p), "shown": str(p), "key": key, "report": rel,
+                       "report_dir": report_dir, "cwd": cwd,
+                       "argv": [depth, *here, "--quiet", *flags["here"]],
+                       "argv_whole": [depth, os.path.abspath(p), "--out", report_dir, "--quiet", *flags["whole"]]})
+    return items_

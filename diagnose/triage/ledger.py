@@ -1,9 +1,12 @@
 """The triage's ledger, OUT/triage.jsonl: one row a line, each written whole, only by the triage's controller (the
-CLI process) from what a task returned through Dask. Nothing a run can write is believed: each row carries a keyed
-digest (`sig`: HMAC-SHA256 over the row's canonical JSON, sorted keys, without `sig` itself) under a key only the
-controller holds, OUT/.triage-key (32 random bytes, made on first use with O_EXCL, mode 0600, never printed, never
-in a row). On resume a row counts only if its digest checks; any other (forged, or from a triage without that key)
-is ignored, its file is checked again, and the triage says how many.
+CLI process, cli/ledger_file.py) from what a task returned through Dask. Nothing a run can write is believed: each
+row carries a keyed digest (`sig`: HMAC-SHA256 over the row's canonical JSON, sorted keys, without `sig` itself)
+under a key only the controller holds, OUT/.triage-key (32 random bytes, made on first use with O_EXCL, mode 0600,
+never printed, never in a row). On resume a row counts only if its digest checks; any other (forged, or from a
+triage without that key) is ignored, its file is checked again, and the triage says how many.
+
+Each submission's key is made of its content, every setting that changes its answer, and its path (key_of): a
+second triage with the same inputs and settings keeps the rows that finished and runs the rest (resume).
 
 A row also holds the sha256 of its session.json and report.md as its task read them (task.py, rows.py): a report
 changed since is shown as such (output/triage.py), never as the row's own.
@@ -29,6 +32,21 @@ def rerun(row: dict) -> bool:
     return row.get("status") in RERUN or row.get("exit_code") in (2, 130, 143)
 
 
+def key_of(path: Path, settings: dict) -> str:
+    """The submission's content, every setting that changes its answer, and where it lies (two files with the
+    same content are two rows)."""
+    h = hashlib.sha256(path.read_bytes())
+    h.update(json.dumps(settings, sort_keys=True, default=str).encode())
+    h.update(str(path.resolve()).encode())
+    return h.hexdigest()[:16]
+
+
+def resume(items: list[dict], done: dict[str, dict]) -> tuple[list[dict], list[dict]]:
+    """The rows kept from a triage before (signed, and about the submission), and the items still to run."""
+    keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not rerun(done[i["key"]])}
+    return list(keep.values()), [i for i in items if i["key"] not in keep]
+
+
 def _plain(row: dict) -> dict:
     """The row as JSON gives it back (a Path a string, a tuple a list): what is signed is what is read."""
     return json.loads(json.dumps(row, default=str))
@@ -48,14 +66,10 @@ def verify(key: bytes, row: dict) -> bool:
     return isinstance(sig, str) and hmac.compare_digest(sig, sign(key, row))
 
 
-def _last_byte(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        fh.seek(-1, os.SEEK_END)
-        return fh.read(1)
-
-
 class Ledger:
-    """OUT/triage.jsonl and its key. The caller holds OUT (cli/files.OutDir): no other triage writes here."""
+    """OUT/triage.jsonl and its key, as read: what a triage here signed, and each row's line signed. Only the CLI
+    writes them (cli/ledger_file.py makes the key and appends the lines), holding OUT (cli/files.OutDir): no other
+    triage writes here."""
 
     def __init__(self, root: Path):
         self.root, self.path, self.key_path = root, root / JSONL, root / KEY_FILE
@@ -81,23 +95,11 @@ class Ledger:
         return key
 
     def key(self) -> bytes:
-        """The key, made on first use: O_EXCL, so a file put there first is never taken for ours unread."""
+        """The key, which must exist by now (the CLI makes it, cli/ledger_file.py)."""
         if self._key is None:
             self._key = self._read_key()
         if self._key is None:
-            new = os.urandom(KEY_BYTES)
-            try:
-                fd = os.open(self.key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-            except FileExistsError:
-                self._key = self._read_key()
-                if self._key is None:
-                    raise BadInput(f"{self.key_path}: appeared and went while the triage made it") from None
-                return self._key
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(new)
-                fh.flush()
-                os.fsync(fh.fileno())
-            self._key = new
+            raise BadInput(f"{self.key_path}: went while the triage ran")
         return self._key
 
     def done(self) -> tuple[dict[str, dict], str | None]:
@@ -127,14 +129,12 @@ class Ledger:
         return rows, (f"triage: {ignored} row(s) in {JSONL} were not written by a triage here (no valid signature): "
                       f"ignored, their files are checked again")
 
-    def append(self, row: dict) -> None:
+    def line(self, row: dict) -> bytes:
+        """The row as its ledger line, signed: one JSON line, written whole by the CLI."""
         row = _plain(row)
         row.pop(SIG, None)
         row[SIG] = sign(self.key(), row)
-        with open(self.path, "ab") as fh:
-            # after a line a kill cut short, a new line: else this row would be glued to it, and lost
-            cut = fh.tell() > 0 and _last_byte(self.path) != b"\n"
-            fh.write((("\n" if cut else "") + json.dumps(row) + "\n").encode())   # one write: whole or absent
+        return (json.dumps(row) + "\n").encode()
 
     def changed_reports(self, rows: list[dict]) -> set[str]:
         """Keys of the rows whose report.md is no longer (or never was) the one their task read: gone, changed,

@@ -21,41 +21,11 @@ STAGES = 3                   # test, benchmark, leaderboard: each after its own 
 RUN_FACTOR = 8               # a full `run` starts the baseline and the probes' variants: a longer limit
 
 
-def hard_limit(settings: dict) -> float:
+def hard_limit(budget: float | None, compile_budget: float | None, depth: str) -> float:
     """A backstop only (the command keeps every stage's own deadline): with no --budget, a problem's own timeouts
     are not known here, so a generous 600 s a stage stands in for them."""
-    per = float(settings.get("budget") or 600.0) + float(settings.get("compile_budget") or 120.0)
-    limit = STAGES * per + MARGIN_S
-    return limit * (RUN_FACTOR if settings.get("depth") == "run" else 1)
-
-
-def _as_given(path: str, cwd: str) -> str:
-    """A path the user gave, for a command that runs in the triage's folder: whole paths below it become relative
-    (a report then names no machine's layout); a name that starts with '-' gets './', or it reads as an option."""
-    if os.path.isabs(path):
-        rel = os.path.relpath(path, cwd)
-        path = path if rel == os.pardir or rel.startswith(os.pardir + os.sep) else rel
-    return "./" + path if path.startswith("-") else path
-
-
-def argv_for(item: dict, settings: dict, cwd: str | None = None) -> list[str]:
-    """In the triage's folder (cwd), the paths as the user gave them; elsewhere (a remote worker without that
-    folder), whole ones."""
-    given = item.get("given") or {}
-    where = dict(file=item["file"], out=item["report_dir"], problem=settings.get("problem"),
-                 problems_root=settings.get("problems_root"))
-    if cwd is not None:
-        where.update({k: _as_given(given[k], cwd) for k in where if given.get(k)})
-    cmd = [sys.executable, "-m", "diagnose", settings.get("depth") or "check", where["file"],
-           "--out", where["out"], "--quiet"]
-    for flag, key in (("--problem", "problem"), ("--problems-root", "problems_root"), ("--budget", "budget"),
-                      ("--compile-budget", "compile_budget"), ("--task", "task")):
-        value = where.get(key, settings.get(key))
-        if value is not None:
-            cmd += [flag, str(value)]
-    if settings.get("small") is not None:
-        cmd.append("--small" if settings["small"] else "--full-shapes")
-    return cmd
+    per = float(budget or 600.0) + float(compile_budget or 120.0)
+    return (STAGES * per + MARGIN_S) * (RUN_FACTOR if depth == "run" else 1)
 
 
 def _worker_name() -> str | None:
@@ -72,7 +42,8 @@ def _worker_gpu(settings: dict, name: str | None) -> str | None:
 
 
 def triage_one(item: dict, settings: dict) -> dict:
-    """item: {file, key, report_dir, shown, cwd, given}. The row, whatever the command did."""
+    """item: inputs.py's (its argv from the triage's folder, and with whole paths); settings: {gpus, limit_s}.
+    The row, whatever the command did."""
     began = time.time()
     env = dict(os.environ)
     # no run may see the triage's folder: its ledger, its key, the other files' reports (runs/jail.py hides it)
@@ -82,10 +53,11 @@ def triage_one(item: dict, settings: dict) -> dict:
     gpu = _worker_gpu(settings, worker)
     if gpu is not None:
         env["CUDA_VISIBLE_DEVICES"] = gpu
-    limit, t0 = hard_limit(settings), time.monotonic()
-    # the triage's own folder where this worker has it (a remote worker may not): the paths are then relative
+    limit, t0 = settings["limit_s"], time.monotonic()
+    # the triage's own folder where this worker has it (a remote worker may not): the paths are then as given
     cwd = item.get("cwd") if item.get("cwd") and os.path.isdir(item["cwd"]) else None
-    proc = subprocess.Popen(argv_for(item, settings, cwd), stdout=subprocess.PIPE,
+    argv = [sys.executable, "-m", "diagnose", *(item["argv"] if cwd else item["argv_whole"])]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, errors="replace", env=env, cwd=cwd,
                             start_new_session=True)
     killed = False
