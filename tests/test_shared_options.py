@@ -85,5 +85,7 @@ def test_a_bad_value_to_triage_is_refused_before_any_cluster_starts(tmp_path, ar
     assert "Traceback" not in res.stderr
     # no cluster: a LocalCluster cannot start without importing distributed, nor without a process of its own
     assert got["dask"] == [] and got["children"] == 0, got
-    assert got["took"] < 1.0, got
+    # ...and it answered at once: 0.17 s measured idle; the bound leaves room for a loaded 2-core machine, which
+    # a cluster's start (processes, a scheduler, workers) would still exceed
+    assert got["took"] < 5.0, got
     assert not out.exists() and not (tmp_path / ".triage-dask.log").exists()
