@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import FIXTURES, cli
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 F = FIXTURES / "fidelity"
 BUDGET = ["--budget", "15", "--compile-budget", "15", "--probes", "none", "--stages", "compile,test"]
 HOME_CACHE = Path(os.path.expanduser("~")) / ".diagnose-test-tune-cache.json"

@@ -63,6 +63,7 @@ def odd(tmp_path_factory):
     return home, tmp, out
 
 
+@pytest.mark.e2e
 def test_a_report_names_no_path_of_this_machine(odd):
     home, tmp, out = odd
     places = {str(home), os.path.realpath(home), str(tmp), os.path.realpath(tmp), sys.prefix, sys.base_prefix,
@@ -84,6 +85,7 @@ def test_a_report_names_no_path_of_this_machine(odd):
     assert "`HOME=~`" in md and "`TMPDIR=$TMPDIR`" in md
 
 
+@pytest.mark.e2e
 def test_the_stacks_are_the_submissions_threads_not_the_tools(odd):
     md, raw, _ = odd[2]["hangs"]
     stacks = json.loads(raw)["runs"][0]["stages"][0]["stacks"]

@@ -354,6 +354,7 @@ def test_each_task_gets_its_workers_card_and_no_card_runs_two_tasks_at_once(tmp_
         assert all(b[0] >= a[1] for a, b in zip(spans, spans[1:])), spans
 
 
+@pytest.mark.e2e
 def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):
     res = cli("triage", tmp_path / "missing", "--out", tmp_path / "o")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no such file or folder" in res.stderr
