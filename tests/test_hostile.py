@@ -153,6 +153,7 @@ def _one_case(root, case):
     return name, res
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     """Every case at once, four at a time: most of them sleep or hang against their budget, so the
@@ -162,6 +163,7 @@ def outcomes(tmp_path_factory):
         return dict(pool.map(lambda c: _one_case(root, c), CASES))
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 @pytest.mark.parametrize("name,status,stage,fragment,marker,gate", CASES)
 def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragment, marker, gate):
@@ -192,6 +194,7 @@ def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragme
     assert alive == [], f"detached processes survived: {alive}"
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 @pytest.mark.parametrize("name,marker", [("thread_forever.py", "THREAD-LINE"), ("atexit_forever.py", "ATEXIT-LINE")])
 def test_a_script_that_never_exits_only_costs_its_compile_step(outcomes, name, marker):
@@ -207,6 +210,7 @@ DEAD_WORKERS = ["exit0_at_import.py", "raise_systemexit.py", "os_exit_at_import.
                 "segfault_own_faulthandler.py", "sigkill_self.py"]
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 @pytest.mark.parametrize("name", DEAD_WORKERS)
 def test_a_dead_pool_worker_is_the_harness_timeout_and_not_slow_work(outcomes, name):
@@ -221,12 +225,14 @@ def test_a_dead_pool_worker_is_the_harness_timeout_and_not_slow_work(outcomes, n
     assert "never answers a task whose worker died" in cause["narrative"]
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 def test_hostile_text_is_printed_as_itself(outcomes):
     out = outcomes["markup_message.py"]["run"].stdout
     assert "[bold red]boom[/] in [/tmp/x] and [red]" in out
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 def test_writes_to_the_channel_are_kept_as_evidence_and_never_acted_on(outcomes):
     s = json.loads((outcomes["garbage_events.py"]["dir"] / "run" / "session.json").read_text())
@@ -234,11 +240,13 @@ def test_writes_to_the_channel_are_kept_as_evidence_and_never_acted_on(outcomes)
     assert any("not the worker" in a for a in anomalies) and any("not JSON" in a for a in anomalies)
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 def test_the_double_fork_really_forked(outcomes):
     assert outcomes["double_fork_empty_env.py"]["pids"].read_text().split()
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
 @pytest.mark.e2e
 def test_the_hostile_suite_stays_within_its_time(outcomes):
     assert max(r["run_s"] for r in outcomes.values()) < TOOL_LIMIT

@@ -39,6 +39,7 @@ def _rows(out: Path) -> dict[str, dict]:
     return {Path(r["file"]).name: r for r in rows}
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     root = tmp_path_factory.mktemp("triage")
@@ -52,6 +53,7 @@ def triaged(tmp_path_factory):
     return res, subs, out, time.monotonic() - t0, tmp
 
 
+@pytest.mark.xdist_group("triage-triaged")
 @pytest.mark.e2e
 def test_each_submission_gets_its_row_class_and_report(triaged):
     """A pass, a timeout, a crash, a refused file and one that kills its own process (the harness's pool waits for
@@ -102,6 +104,7 @@ def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
     assert measure([dict(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
 
 
+@pytest.mark.xdist_group("triage-triaged")
 @pytest.mark.e2e
 def test_a_second_triage_reruns_nothing_that_finished(triaged):
     _, subs, out, first, tmp = triaged
