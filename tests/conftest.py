@@ -3,6 +3,7 @@ never at other processes'), an autouse fixture fails any test that leaves a proc
 keeps the quick tier quick: a test not marked e2e that starts a process fails, naming what it started."""
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import subprocess
 import sys
@@ -33,6 +34,16 @@ def _record_spawn(event: str, args: tuple) -> None:
 
 
 sys.addaudithook(_record_spawn)
+_spawnv = multiprocessing.util.spawnv_passfds
+
+
+def _spawnv_seen(path, args, passfds):
+    """multiprocessing's spawn and forkserver start their process with no audit event: seen here instead."""
+    _record_spawn("os.spawn", ("multiprocessing", args))
+    return _spawnv(path, args, passfds)
+
+
+multiprocessing.util.spawnv_passfds = _spawnv_seen
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -4,6 +4,8 @@ quick tier, directly or through the code's own imports. Code that only ever runs
 worker, the jail, a built-in task's files, a Dask worker's preload, a probe's worker hook) is reached by the e2e
 tests that start those processes, and is named here with where it runs."""
 import ast
+import multiprocessing.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -96,10 +98,16 @@ def test_every_module_that_runs_in_the_tools_process_is_reached_by_the_quick_tie
 
 
 def test_a_quick_test_that_starts_a_process_is_caught():
-    """The guard in conftest sees a process started from a test of the quick tier (here one started on
-    purpose, then forgotten, so that this test itself does not fail)."""
+    """The guard in conftest sees a process started from a test of the quick tier, by subprocess and by
+    multiprocessing's spawn (here each started on purpose, then forgotten, so that this test itself passes)."""
     conftest.started.clear()
     subprocess.run([sys.executable, "-c", "pass"], check=True)
     seen = list(conftest.started)
     conftest.started.clear()
     assert seen and seen[0].startswith("subprocess.Popen") and "-c" in seen[0], seen
+    # how multiprocessing's spawn and forkserver start their process (no audit event of its own)
+    pid = multiprocessing.util.spawnv_passfds(os.fsencode(sys.executable), [sys.executable, "-c", "pass"], ())
+    _, status = os.waitpid(pid, 0)
+    seen = list(conftest.started)
+    conftest.started.clear()
+    assert status == 0 and [x for x in seen if "multiprocessing" in x], seen
