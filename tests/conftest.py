@@ -1,7 +1,9 @@
 """Shared fixtures. Every test gets its own TMPDIR (so a test only ever looks at its own temporary files,
-never at other processes'), and an autouse fixture fails any test that leaves a process of ours alive."""
+never at other processes'), an autouse fixture fails any test that leaves a process of ours alive, and one
+keeps the quick tier quick: a test not marked e2e that starts a process fails, naming what it started."""
 from __future__ import annotations
 
+import multiprocessing.util
 import os
 import subprocess
 import sys
@@ -14,6 +16,52 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 EXAMPLES = ROOT / "examples"
+
+
+# The quick tier (`-m "not e2e"`) is the one a developer runs after every edit: what makes a test slow is a real
+# process (a run, the child worker, a cluster, the CLI as a user starts it), so a test outside the e2e mark may
+# start none. An audit hook sees every way Python starts one, in the test's setup (module fixtures included),
+# its body and its teardown; the hook cannot be removed, so it only records while a quick test is running.
+SPAWNS = ("subprocess.Popen", "os.posix_spawn", "os.fork", "os.forkpty", "os.system", "os.exec", "os.spawn")
+NOT_QUICK = {"e2e", "gpu", "corpus"}
+started: list[str] = []
+_watching = [False]
+
+
+def _record_spawn(event: str, args: tuple) -> None:
+    if _watching[0] and event in SPAWNS:
+        started.append(f"{event} {args[:2]!r}"[:300])
+
+
+sys.addaudithook(_record_spawn)
+_spawnv = multiprocessing.util.spawnv_passfds
+
+
+def _spawnv_seen(path, args, passfds):
+    """multiprocessing's spawn and forkserver start their process with no audit event: seen here instead."""
+    _record_spawn("os.spawn", ("multiprocessing", args))
+    return _spawnv(path, args, passfds)
+
+
+multiprocessing.util.spawnv_passfds = _spawnv_seen
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    started.clear()
+    _watching[0] = not ({m.name for m in item.iter_markers()} & NOT_QUICK)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item):
+    _watching[0] = False
+
+
+@pytest.fixture(autouse=True)
+def quick_tests_start_no_process():
+    yield
+    assert not (_watching[0] and started), ("a test outside the e2e mark started a process; mark it "
+                                            f"@pytest.mark.e2e (tests/conftest.py): {started}")
 
 
 @pytest.fixture(autouse=True)

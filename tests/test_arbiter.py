@@ -2,6 +2,8 @@
 import threading
 import time
 
+import pytest
+
 from diagnose.runs.harness import stage_budgets
 from diagnose.runs.runner import Job
 from diagnose.runs.runner.arbiter import GpuArbiter
@@ -49,6 +51,7 @@ def test_the_time_a_stage_was_held_up_counts_a_pause_inside_a_wait_once_and_no_o
     assert st.lock_wait_s == 15.0 == round(st.wall_s - st.charged_s, 4)
 
 
+@pytest.mark.e2e
 def test_a_run_paused_for_another_runs_timing_is_not_charged_for_it():
     """Run A times 50 slow calls per repeat (about 11 s alone on the machine per section); run B, started
     during A's first section, needs about 3 s of its own (import and 3 x 0.5 s of CPU) against a 10 s budget:

@@ -289,6 +289,7 @@ def test_a_compile_that_never_happened_cannot_clear_compile_mode():
     assert found and "nothing for the toggle to remove" in found[0].missing
 
 
+@pytest.mark.e2e
 def test_report_audit_exits_by_what_it_finds(tmp_path):
     good, bad = tmp_path / "good-session.json", tmp_path / "bad-session.json"
     good.write_text(interaction_session().to_json())

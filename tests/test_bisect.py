@@ -89,6 +89,7 @@ def test_round9_against_its_baseline_is_nine_edits_that_rebuild_it_exactly():
     assert len(rename) == 3 and all(ast_diff.closure([i], needs) == rename for i in rename)
 
 
+@pytest.mark.e2e
 def test_one_culprit_among_twelve_edits(tmp_path, audited):
     good, bad = _pair()
     res, out = _bisect(tmp_path, good, bad, [({"source_has": ["WARMUP = 100"]}, TIMEOUT)], diagnose=True)
@@ -106,6 +107,7 @@ def test_one_culprit_among_twelve_edits(tmp_path, audited):
     assert "### Tested combinations" in md and "+WARMUP = 100" in md
 
 
+@pytest.mark.e2e
 def test_two_edits_that_only_fail_together(tmp_path, audited):
     good, bad = _pair()
     res, out = _bisect(tmp_path, good, bad, [({"source_has": ['MODE = "max-autotune"', "K7 = 2"]}, CRASH)])
@@ -119,6 +121,7 @@ def test_two_edits_that_only_fail_together(tmp_path, audited):
     assert all(r["decision"] == "pass" for r in alone) or not alone
 
 
+@pytest.mark.e2e
 def test_an_edit_that_breaks_the_program_alone_is_untestable_never_a_pass_or_a_failure(tmp_path, audited):
     good, bad = _pair(untestable=True)
     rules = [({"source_has": ["_H.run_v2("], "source_lacks": ["def run_v2"]}, ATTRIBUTE_ERROR),
@@ -134,6 +137,7 @@ def test_an_edit_that_breaks_the_program_alone_is_untestable_never_a_pass_or_a_f
     print(f"untestable beside the culprit: {b['runs']} runs of {b['exhaustive']}")
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("which", ["good", "bad"])
 def test_a_good_that_fails_or_a_bad_that_passes_is_one_error_line(tmp_path, which):
     good, bad = _pair()
@@ -144,6 +148,7 @@ def test_a_good_that_fails_or_a_bad_that_passes_is_one_error_line(tmp_path, whic
     assert want in res.stderr, res.stderr
 
 
+@pytest.mark.e2e
 def test_versions_that_do_not_differ_and_a_missing_bad_are_bad_input(tmp_path):
     good, _ = _pair()
     (tmp_path / "a.py").write_text(good)
@@ -154,6 +159,7 @@ def test_versions_that_do_not_differ_and_a_missing_bad_are_bad_input(tmp_path):
     assert res.returncode == 2 and "needs GOOD and BAD" in res.stderr, res.stderr
 
 
+@pytest.mark.e2e
 def test_real_runs_find_the_slow_warmup_among_three_edits(tmp_path, audited):
     """The same search with real processes: GOOD is a correct kernel; BAD also names its result, changes the
     docstring and warms up with a 1 s pause per call. Only the warmup (with its import) fails."""
@@ -181,6 +187,7 @@ def test_real_runs_find_the_slow_warmup_among_three_edits(tmp_path, audited):
     print(f"real runs: {b['runs']} of {b['exhaustive']}")
 
 
+@pytest.mark.e2e
 def test_both_versions_from_git(tmp_path):
     import subprocess
     good, bad = _pair()

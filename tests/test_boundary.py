@@ -29,6 +29,8 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 B = FIXTURES / "boundary"
 TOOL_LIMIT = 150            # no case may hold the tool longer than this
 LATE_WAIT_S = 10            # after the command: the late fork writes at 5 s

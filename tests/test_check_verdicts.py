@@ -30,6 +30,7 @@ def _last(stdout: str) -> str:
 
 # --- a failure is a failure ---------------------------------------------------------------------------------
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("status", ["crash", "wrong", "timeout", "tampered"])
 def test_every_failure_the_harness_reports_fails_with_exit_1(tmp_path, status):
     failed = stage("test", status, wall=180 if status == "timeout" else 3, budget=180, message=f"planted {status}")
@@ -40,6 +41,7 @@ def test_every_failure_the_harness_reports_fails_with_exit_1(tmp_path, status):
     assert "AT RISK" not in res.stdout and "SAFE" not in res.stdout and "PASSED" not in res.stdout
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name,args,status", [
     ("raises.py", [], "crash"),
     ("wrong.py", [], "wrong"),
@@ -54,6 +56,7 @@ def test_a_real_crash_wrong_answer_and_timeout_fail_check(tmp_path, name, args, 
     assert json.loads((tmp_path / "o" / "session.json").read_text())["verdict"]["status"] == status
 
 
+@pytest.mark.e2e
 def test_every_word_has_its_own_code_defined_once():
     from diagnose.output.console import Word
     codes = {str(w): exits.check_exit(w, 2) for w in Word}
@@ -102,6 +105,7 @@ def test_a_bug_of_ours_on_the_submissions_run_is_inconclusive_never_a_pass(tmp_p
     assert json.loads((tmp_path / "o" / "session.json").read_text())["verdict"]["status"] == "incomplete"
 
 
+@pytest.mark.e2e
 def test_cannot_judge_here_prints_no_empty_table_first(tmp_path):
     needs = stage("test", "needs_gpu", wall=3, budget=180, message="CUDA is not available on this machine")
     res = cli("check", FIXTURES / "healthy.py", "--runner", _script(tmp_path, [needs]), timeout=120)
@@ -113,6 +117,7 @@ def test_cannot_judge_here_prints_no_empty_table_first(tmp_path):
 
 # --- check says what it resolved ----------------------------------------------------------------------------
 
+@pytest.mark.e2e
 def test_the_first_line_names_the_leaderboard_the_folder_and_every_budget(tmp_path):
     sub = tmp_path / "submission.py"
     sub.write_text("#!POPCORN leaderboard doubling\n" + (FIXTURES / "problems" / "subs" / "double_ok.py").read_text())

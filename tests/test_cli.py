@@ -11,6 +11,8 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT, cli
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 HEALTHY = FIXTURES / "healthy.py"
 
 

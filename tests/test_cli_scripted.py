@@ -3,9 +3,13 @@ evidence rules and outputs exactly, with no process started and no torch importe
 import json
 from dataclasses import asdict
 
+import pytest
+
 from tests.builders import stage
 from tests.conftest import FIXTURES, cli
 from tests.test_engine import STORM
+
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 US = {"256x4096x7168": 43.0}
 RECOMPILES = [{"compile_id": "0/0", "phase": "first_call:a"},

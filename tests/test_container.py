@@ -52,6 +52,7 @@ def user_home(tmp_path):
     return home
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_an_extension_build_is_each_runs_own_and_the_users_cache_is_untouched(tmp_path, user_home):
     """Diagnosed twice in a row, a load_inline build at import costs the same both times (each run's container
@@ -87,6 +88,7 @@ def test_an_extension_build_is_each_runs_own_and_the_users_cache_is_untouched(tm
     assert not list(user_home.rglob("lock"))
 
 
+@pytest.mark.e2e
 @pytest.mark.slow
 def test_a_killed_build_leaves_its_lock_and_the_stage_waits_on_it(tmp_path):
     """The harness kills its compile step at its limit, mid-build; torch's build lock stays in the container
@@ -105,6 +107,7 @@ def test_a_killed_build_leaves_its_lock_and_the_stage_waits_on_it(tmp_path):
     assert "`lock` file stayed in the container" in top["narrative"] and "FileBaton.wait" in md
 
 
+@pytest.mark.e2e
 def test_a_plan_cache_on_this_machine_never_reaches_a_run_nor_credits_a_fix(tmp_path):
     """Every plan is already in the user's ~/.cache. A fresh container has none: the baseline times out, and
     so does the variant without compile, which is not credited with a fix."""
@@ -125,6 +128,7 @@ def test_a_plan_cache_on_this_machine_never_reaches_a_run_nor_credits_a_fix(tmp_
     assert "~/.cache/diagnose_test_plans" in md
 
 
+@pytest.mark.e2e
 def test_a_warm_home_never_reaches_a_run(tmp_path):
     """A table built at import and kept under ~/.cache: the user's HOME holds it, but no run sees it. With the
     compile step, the table is built in the run's container before the stage, which reads it (OK); without
@@ -147,6 +151,7 @@ def test_a_warm_home_never_reaches_a_run(tmp_path):
     assert (warm / ".cache" / "diagnose_test_table" / "table.json").read_text() == '{"entries": 1}'
 
 
+@pytest.mark.e2e
 def test_a_compile_step_that_times_out_decides_nothing(tmp_path):
     """A slow `if __name__ == "__main__":` self-test: only the compile step runs it. It times out there; the
     test stage runs after it and alone gives the verdict. The step's 12 s leave room for torch's import, which
@@ -161,6 +166,7 @@ def test_a_compile_step_that_times_out_decides_nothing(tmp_path):
     assert "The harness ignores how this step ends" in md and "TIMEOUT" in md
 
 
+@pytest.mark.e2e
 def test_a_main_block_that_needs_cuda_changes_only_the_compile_steps_line(tmp_path):
     out = tmp_path / "o"
     res = cli("check", S / "main_selftest_cuda.py", "--out", out)
@@ -180,6 +186,7 @@ def _listing(d: str, prefixes) -> set[str]:
         return set()
 
 
+@pytest.mark.e2e
 def test_nothing_outlives_a_run_in_shm_or_tmp(tmp_path):
     """A pool and a lock at import put semaphores in /dev/shm; a write by absolute path goes to /tmp. With
     a private /tmp and /dev/shm (a mount namespace), both land in the run's own container and go with it."""
@@ -189,7 +196,7 @@ def test_nothing_outlives_a_run_in_shm_or_tmp(tmp_path):
         res, s, md = diagnose(tmp_path, name, S / sub, "--stages", "compile,test", "--probes", "none")
         assert res.returncode == 0, res.stdout + res.stderr
         walls = s["harness"]["container"]["walls"]
-        # /var/tmp and the real home may be private too, as the README says; /tmp and /dev/shm are what it needs
+        # /var/tmp and the real home may be private too (docs/how-it-works.md); /tmp and /dev/shm are what it needs
         if not {"/tmp", "/dev/shm"} <= set(walls["private"]):
             pytest.skip(f"no private /tmp and /dev/shm here: {walls.get('why')}")
         assert walls["namespace"] and walls["private"][:2] == ["/tmp", "/dev/shm"], walls
@@ -201,6 +208,7 @@ def test_nothing_outlives_a_run_in_shm_or_tmp(tmp_path):
     assert "`/tmp/diagnose_test_marker`" in md
 
 
+@pytest.mark.e2e
 def test_ranking_by_last_times_only_the_last_benchmark_case(tmp_path):
     """The task default: benchmark and leaderboard get the last benchmark case only; `geom` gets them all."""
     for folder, specs in (("ranked_last", ["size: 128; seed: 5"]),

@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import FIXTURES, cli
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.e2e]
 CORPUS = FIXTURES / "corpus"
 
 

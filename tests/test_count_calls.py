@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from diagnose.analysis import bisector, summary
 from diagnose.analysis.audit import audit
 from diagnose.session import Session
@@ -95,6 +97,7 @@ def test_one_edit_that_took_away_two_things_says_so_where_no_run_took_them_apart
            "other" in f, f
 
 
+@pytest.mark.e2e
 def test_a_count_edit_that_took_away_a_slow_call_is_credited_to_the_call_in_a_real_diagnosis(tmp_path):
     """`_warmup_steps` burns 2.5 s a shape and answers 3; the three passes are cheap. Three test shapes run over a
     6 s budget; one pass with the call kept still times out, and three passes without the call pass in about 1.5 s

@@ -17,6 +17,8 @@ import pytest
 
 from tests.conftest import FIXTURES, cli
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 F = FIXTURES / "fidelity"
 BUDGET = ["--budget", "15", "--compile-budget", "15", "--probes", "none", "--stages", "compile,test"]
 HOME_CACHE = Path(os.path.expanduser("~")) / ".diagnose-test-tune-cache.json"
@@ -72,6 +74,7 @@ def _cases(root: Path) -> list[tuple[str, list, dict]]:
     return out
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("fidelity")
@@ -105,6 +108,7 @@ def outcomes(tmp_path_factory):
         f.unlink(missing_ok=True)
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 @pytest.mark.parametrize("name,cache", [("home_cache_pwd", HOME_CACHE), ("vartmp_cache", VARTMP_CACHE)])
 def test_a_cache_outside_the_container_never_carries_over(outcomes, name, cache):
     """The real home (found through pwd) and /var/tmp are the run's own: every diagnosis tunes cold, times
@@ -118,6 +122,7 @@ def test_a_cache_outside_the_container_never_carries_over(outcomes, name, cache)
     assert not cache.exists()
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_a_cache_dir_set_at_import_stays_in_the_container(outcomes):
     for i in (1, 2):
         res, out = outcomes[f"inductor_cache_env#{i}"]
@@ -130,6 +135,7 @@ def test_a_cache_dir_set_at_import_stays_in_the_container(outcomes):
     assert not INDUCTOR_CACHE.exists()
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_the_python_installation_is_lent_read_only(outcomes):
     res, out = outcomes["writes_prefix"]
     assert res.returncode == 0, res.stdout + res.stderr
@@ -138,6 +144,7 @@ def test_the_python_installation_is_lent_read_only(outcomes):
     assert not PREFIX_FILE.exists()
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_a_child_holding_stdout_keeps_the_stage_open(outcomes):
     res, out = outcomes["monitor_popen"]
     v = _session(out)["verdict"]
@@ -146,6 +153,7 @@ def test_a_child_holding_stdout_keeps_the_stage_open(outcomes):
     assert v["site"]["line"] == _line("monitor_popen.py", "MONITOR-LINE"), v
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 @pytest.mark.parametrize("name", ["detached_build", "main_argparse", "argv_mode"])
 def test_what_the_harness_passes_passes(outcomes, name):
     """A build the compile step leaves running in the container, a __main__ block with argparse (argv is
@@ -157,6 +165,7 @@ def test_what_the_harness_passes_passes(outcomes, name):
     assert test["compile_step"]["status"] == "ok", test["compile_step"]["message"]
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_the_users_environment_does_not_reach_the_run_and_is_named(outcomes):
     res, out = outcomes["needs_pythonpath"]
     s = _session(out)
@@ -172,6 +181,7 @@ def test_the_users_environment_does_not_reach_the_run_and_is_named(outcomes):
     assert "`PYTHONPATH=" in md and "`NVCC_APPEND_FLAGS=-G`" in md and "`TMPDIR=" in md
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_python_options_of_the_users_shell_are_not_the_harness(outcomes):
     res, out = outcomes["assert_at_import"]
     s = _session(out)
@@ -179,6 +189,7 @@ def test_python_options_of_the_users_shell_are_not_the_harness(outcomes):
     assert s["harness"]["container"]["env"]["left_out"]["PYTHONOPTIMIZE"] == "1"
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_a_path_on_this_machine_makes_a_pass_inconclusive(outcomes):
     res, out = outcomes["abs_syspath"]
     s = _session(out)
@@ -189,6 +200,7 @@ def test_a_path_on_this_machine_makes_a_pass_inconclusive(outcomes):
     assert "inconclusive: depends on this machine's" in res.stdout
 
 
+@pytest.mark.xdist_group("fidelity-outcomes")
 def test_without_a_mount_namespace_the_first_lines_say_so_and_tmp_is_outside(outcomes):
     res, out = outcomes["tmp_read_no_namespace"]
     s = _session(out)

@@ -6,7 +6,7 @@ import pytest
 
 from tests.conftest import FIXTURES, cli
 
-pytestmark = pytest.mark.corpus
+pytestmark = [pytest.mark.corpus, pytest.mark.e2e]
 
 
 def test_the_fix_is_written_with_fix(tmp_path):

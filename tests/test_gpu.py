@@ -8,7 +8,7 @@ import pytest
 from diagnose.session import StageResult
 from tests.conftest import EXAMPLES, FIXTURES, cli, has_cuda
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU"), pytest.mark.e2e]
 
 
 def gpu_mem_used_mb() -> int:

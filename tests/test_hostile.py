@@ -153,6 +153,7 @@ def _one_case(root, case):
     return name, res
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     """Every case at once, four at a time: most of them sleep or hang against their budget, so the
@@ -162,6 +163,8 @@ def outcomes(tmp_path_factory):
         return dict(pool.map(lambda c: _one_case(root, c), CASES))
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 @pytest.mark.parametrize("name,status,stage,fragment,marker,gate", CASES)
 def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragment, marker, gate):
     res = outcomes[name]
@@ -191,6 +194,8 @@ def test_verdict_no_traceback_nothing_left(outcomes, name, status, stage, fragme
     assert alive == [], f"detached processes survived: {alive}"
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 @pytest.mark.parametrize("name,marker", [("thread_forever.py", "THREAD-LINE"), ("atexit_forever.py", "ATEXIT-LINE")])
 def test_a_script_that_never_exits_only_costs_its_compile_step(outcomes, name, marker):
     """`python3 submission.py` finishes its work and never exits: the harness's compile step times out in
@@ -205,6 +210,8 @@ DEAD_WORKERS = ["exit0_at_import.py", "raise_systemexit.py", "os_exit_at_import.
                 "segfault_own_faulthandler.py", "sigkill_self.py"]
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", DEAD_WORKERS)
 def test_a_dead_pool_worker_is_the_harness_timeout_and_not_slow_work(outcomes, name):
     """The harness waits out the budget for a task whose worker died; the tool does not, and needs no rerun
@@ -218,25 +225,34 @@ def test_a_dead_pool_worker_is_the_harness_timeout_and_not_slow_work(outcomes, n
     assert "never answers a task whose worker died" in cause["narrative"]
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 def test_hostile_text_is_printed_as_itself(outcomes):
     out = outcomes["markup_message.py"]["run"].stdout
     assert "[bold red]boom[/] in [/tmp/x] and [red]" in out
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 def test_writes_to_the_channel_are_kept_as_evidence_and_never_acted_on(outcomes):
     s = json.loads((outcomes["garbage_events.py"]["dir"] / "run" / "session.json").read_text())
     anomalies = [a for r in s["runs"] for st in r["stages"] for a in st["anomalies"]]
     assert any("not the worker" in a for a in anomalies) and any("not JSON" in a for a in anomalies)
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 def test_the_double_fork_really_forked(outcomes):
     assert outcomes["double_fork_empty_env.py"]["pids"].read_text().split()
 
 
+@pytest.mark.xdist_group("hostile-outcomes")
+@pytest.mark.e2e
 def test_the_hostile_suite_stays_within_its_time(outcomes):
     assert max(r["run_s"] for r in outcomes.values()) < TOOL_LIMIT
 
 
+@pytest.mark.e2e
 def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
     """The parent dies without a chance to clean up: the worker follows it (parent-death signal, and its
     watchdog), and removes the run's temporary directory."""
@@ -265,6 +281,7 @@ def test_sigkill_of_the_tool_leaves_no_worker_alive(tmp_path):
     assert temp_dirs() == set()     # removed by the tool's keeper process once the tool was gone
 
 
+@pytest.mark.e2e
 def test_100mb_of_output_keeps_capped_tails(tmp_path, no_temp_left):
     res = cli("run", H / "spew.py", "--probes", "none", "--stages", "test", "--out", tmp_path)
     assert res.returncode == 1, res.stderr     # it prints 100 MB at import, then returns zeros: wrong
@@ -275,6 +292,7 @@ def test_100mb_of_output_keeps_capped_tails(tmp_path, no_temp_left):
     assert (tmp_path / "session.json").stat().st_size < 2 << 20
 
 
+@pytest.mark.e2e
 def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
     res = cli("run", H / "memory_hog.py", "--probes", "none", "--stages", "test", "--max-rss", "1200",
               "--out", tmp_path)
@@ -283,6 +301,7 @@ def test_memory_hog_is_killed_by_max_rss(tmp_path, no_temp_left):
     assert v["status"] == "crash" and "--max-rss" in v["message"]
 
 
+@pytest.mark.e2e
 def test_detached_fork_that_ignores_sigterm_is_still_killed(tmp_path, no_temp_left):
     pidfile = pid_file("pids")
     # the fork inherited stdout, so each step holds to its deadline, as the harness's would: short ones
@@ -294,6 +313,7 @@ def test_detached_fork_that_ignores_sigterm_is_still_killed(tmp_path, no_temp_le
     assert survivors(pidfile) == []
 
 
+@pytest.mark.e2e
 def test_vandal_touches_only_its_own_copy(tmp_path, no_temp_left):
     sub = tmp_path / "vandal.py"
     sub.write_bytes((H / "vandal.py").read_bytes())
@@ -308,6 +328,7 @@ def test_vandal_touches_only_its_own_copy(tmp_path, no_temp_left):
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == ["report.md", "session.json", "trace.json"]
 
 
+@pytest.mark.e2e
 def test_keep_leaves_the_run_directory(tmp_path):
     before = temp_dirs()
     res = cli("run", FIXTURES / "healthy.py", "--probes", "none", "--stages", "test", "--keep", "--out", tmp_path)
@@ -332,6 +353,7 @@ def test_keep_leaves_the_run_directory(tmp_path):
             shutil.rmtree(d, ignore_errors=True)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("sig,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_writes_a_partial_report_and_kills_the_tree(tmp_path, sig, code):
     out = tmp_path / "o"
@@ -364,6 +386,7 @@ def test_interrupt_writes_a_partial_report_and_kills_the_tree(tmp_path, sig, cod
     assert not [k for k in kids if k.is_running() and k.status() != psutil.STATUS_ZOMBIE]
 
 
+@pytest.mark.e2e
 def test_two_runs_at_once_do_not_collide(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     cmd = [sys.executable, "-m", "diagnose", "run", str(FIXTURES / "healthy.py"), "--probes", "none",

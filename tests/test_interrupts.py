@@ -13,6 +13,8 @@ import pytest
 
 from tests.conftest import FIXTURES, ROOT
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 HERE = FIXTURES / "interrupt"
 # the benchmark stage's first phase line (-v): the stage has begun, and its only case sleeps for an hour
 BENCHMARK_BEGUN = re.compile(r"^r\d+ benchmark · ")

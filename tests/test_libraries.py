@@ -4,6 +4,8 @@ statements, recompiles cut off by the deadline, and warmups that reach the kerne
 import ast
 import json
 
+import pytest
+
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run
@@ -155,6 +157,7 @@ def run(tmp_path, sub, *args):
     return res, s, {p["name"]: p for p in s["probes"]}
 
 
+@pytest.mark.e2e
 def test_a_module_level_loop_is_the_submissions_own_import_work(tmp_path):
     """L8 is `_TABLE.append(...)`: a builtin's method, inside the submission's own module-level loop."""
     res, s, probes = run(tmp_path, "import_loop_table", "--stages", "test", "--budget", "8", "--probes", "import_init")
@@ -164,12 +167,14 @@ def test_a_module_level_loop_is_the_submissions_own_import_work(tmp_path):
     assert not any(c["probe"] == "import_init" for c in s["cleared"])      # deferring moved it: no fix, not cleared
 
 
+@pytest.mark.e2e
 def test_a_comprehension_and_a_call_into_torch_are_import_work(tmp_path):
     res, s, probes = run(tmp_path, "import_torch_work", "--stages", "test", "--budget", "60", "--probes", "import_init")
     why = probes["import_init"]["why"]
     assert probes["import_init"]["state"] == "run" and "L7" in why, why     # torch.linalg.eigvals at import
 
 
+@pytest.mark.e2e
 def test_a_recompile_cut_off_by_the_deadline_is_evidence_in_both_forms(tmp_path):
     """dynamic=False with a backend whose second graph takes a minute: the deadline comes while the second
     shape compiles, whatever the machine's load. The cause is the recompile, fixed by dynamic=True (one graph
@@ -191,6 +196,7 @@ def test_a_recompile_cut_off_by_the_deadline_is_evidence_in_both_forms(tmp_path)
     assert "_epilogue = torch.compile(backend=_slow_backend, dynamic=True)(_epilogue_eager)" in variant, variant
 
 
+@pytest.mark.e2e
 def test_a_warmup_helper_handed_the_kernel_is_a_warmup(tmp_path):
     res, s, probes = run(tmp_path, "warmup_helper", "--stages", "test", "--budget", "12", "--probes", "warmup")
     assert probes["warmup"]["state"] == "run" and "L19" in probes["warmup"]["why"], probes["warmup"]
@@ -217,6 +223,7 @@ def test_a_build_on_first_use_moves_to_import_where_the_compile_step_builds_it()
     assert why_not((FIXTURES / "state" / "inline_ext.py").read_text()) is None     # built at import already
 
 
+@pytest.mark.e2e
 def test_an_extension_built_on_first_use_gets_the_compile_step_as_its_fix(tmp_path):
     """The build lands in the stage's first call and its budget runs out there; moved to import, the compile
     step builds it and the stage loads it: a verified fix, run cold in a container of its own."""

@@ -5,9 +5,13 @@ triage row made from it."""
 import json
 import re
 
+import pytest
+
 from diagnose.status import NOT_LOOKED
 from diagnose.triage.rows import row_of
 from tests.conftest import FIXTURES, ROOT, cli
+
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 PROBES = re.compile(r"probe found|strateg|toggle|in that code itself|cleared|not the cause", re.I)
 RUN = "`diagnose run tests/fixtures/wrong.py --budget 60` would look for it"

@@ -8,6 +8,8 @@ import pytest
 
 from tests.conftest import FIXTURES, cli
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 P = FIXTURES / "problems"
 S = P / "subs"
 

@@ -5,9 +5,12 @@ import sys
 import time
 
 import psutil
+import pytest
 
 from diagnose.runs.runner import process_tree
 from diagnose.runs.runner.process_tree import ProcessTree
+
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 # a shell that starts three sleepers beneath it (a tree three processes wide), then waits
 TREE = "sleep 60 & sleep 60 & (sleep 60 & wait) & wait"

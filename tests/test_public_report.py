@@ -43,6 +43,7 @@ def _real_home() -> str | None:
     return home if home != "/" else None
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def odd(tmp_path_factory):
     """Two diagnoses under a HOME and a TMPDIR no report could name by chance: the fixture that raises, and a
@@ -63,6 +64,8 @@ def odd(tmp_path_factory):
     return home, tmp, out
 
 
+@pytest.mark.xdist_group("public_report-odd")
+@pytest.mark.e2e
 def test_a_report_names_no_path_of_this_machine(odd):
     home, tmp, out = odd
     places = {str(home), os.path.realpath(home), str(tmp), os.path.realpath(tmp), sys.prefix, sys.base_prefix,
@@ -84,6 +87,8 @@ def test_a_report_names_no_path_of_this_machine(odd):
     assert "`HOME=~`" in md and "`TMPDIR=$TMPDIR`" in md
 
 
+@pytest.mark.xdist_group("public_report-odd")
+@pytest.mark.e2e
 def test_the_stacks_are_the_submissions_threads_not_the_tools(odd):
     md, raw, _ = odd[2]["hangs"]
     stacks = json.loads(raw)["runs"][0]["stages"][0]["stacks"]

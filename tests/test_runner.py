@@ -14,6 +14,8 @@ from diagnose.status import Status
 from diagnose.tasks.loader import load_task
 from tests.conftest import FIXTURES
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 
 def run_fixture(name, stages=("test",), budget=60, source=None, watch=(), **kw) -> Run:
     task = load_task(None, "fp8-dual-gemm", small=True)

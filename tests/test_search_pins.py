@@ -17,6 +17,8 @@ from diagnose.session import Session
 from diagnose.status import CauseKind, Confidence
 from tests.conftest import FIXTURES, cli
 
+pytestmark = pytest.mark.e2e     # every test here starts real processes
+
 STYLES = FIXTURES / "search_styles"
 # fixture -> (the clock the hook names, where the pin goes)
 CASES = {

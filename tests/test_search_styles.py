@@ -28,6 +28,7 @@ STYLES = {"hand_search": ("_BEST", "_BEST.update({"), "caller_dict": ("_CHOICE",
           "lru_method": ("Planner.plan", "Planner.plan = _pinned_first(Planner.plan, {((64, 256),): ")}
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("name", list(STYLES))
 def test_a_search_in_any_style_is_found_from_the_run_and_pinned_where_the_code_reads_it(tmp_path, name):
     place, written = STYLES[name]
@@ -78,6 +79,7 @@ def custom_kernel(data):
 '''
 
 
+@pytest.mark.e2e
 def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
     """One line reading the clock until a moment passes times no candidates: the hook sends nothing for it."""
     (tmp_path / "submission.py").write_text(SPIN)
@@ -101,6 +103,7 @@ def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
     assert json.loads(out.stdout) == []
 
 
+@pytest.mark.e2e
 def test_a_warmup_written_as_a_comprehension_with_its_count_in_a_variable_is_named_at_its_line_and_cut(tmp_path):
     """[_epilogue(r1, r2) for _ in range(_WARMUP)], _WARMUP read from the environment: no for statement, and on
     Python 3.11 no loop counts. The cause is that line (not a line inside the callee), and the count is cut where
@@ -119,6 +122,7 @@ def test_a_warmup_written_as_a_comprehension_with_its_count_in_a_variable_is_nam
     assert next(r for r in s["runs"] if r["id"] == s["fix"]["run"])["outcome"] == "ok"
 
 
+@pytest.mark.e2e
 def test_two_causes_that_each_fail_alone_get_one_fix_with_both_edits_verified_as_one_variant(tmp_path):
     """A warmup and a search at each new shape, each over the 7 s budget alone: each toggle alone still times
     out, so the fix is both edits together, run as one variant, and each cause says the other fails it too."""
@@ -140,6 +144,7 @@ def test_two_causes_that_each_fail_alone_get_one_fix_with_both_edits_verified_as
     assert audit.returncode == 0 and "are supported" in audit.stdout, audit.stdout
 
 
+@pytest.mark.e2e
 def test_where_the_deadline_cuts_the_first_search_the_tuning_run_says_where_its_choice_went(tmp_path):
     """A 6 s budget cannot hold the first call's whole search (6 s of candidates after the process's own start
     and torch's import; at 7 s an idle machine once finished it 0.1 s past the budget's wall), so the baseline's

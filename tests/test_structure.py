@@ -4,6 +4,8 @@ flow; the parent's runner and the child's worker talk only through protocol.py (
 import ast
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 CODE = sorted(p for d in ("diagnose", "probes") for p in (ROOT / d).rglob("*.py"))
 MAX_LINES = 300
@@ -76,6 +78,7 @@ def test_the_top_level_holds_only_the_folders_and_the_shared_records():
         assert doc and "Takes" in doc and "give" in doc, (pkg, doc)      # says what it takes and gives
 
 
+@pytest.mark.e2e
 def test_the_readmes_probe_table_is_what_diagnose_probes_prints():
     """The README's table is generated (`diagnose probes --format md`), never a second hand-written copy of
     each probe's INFO: a probe added or reworded without regenerating it fails here."""

@@ -39,6 +39,7 @@ def test_a_leaderboard_name_resolves_to_its_folder_by_the_checkouts_yaml(name, f
     assert entry["directory"].resolve() == (FIXTURES / "problems" / folder).resolve() and entry["listed_in"] == listed
 
 
+@pytest.mark.e2e
 def test_an_unknown_leaderboard_is_exit_2_with_the_close_matches(tmp_path):
     res = cli("check", _header(tmp_path, "rankd_geom"), "--problems-root", BOARDS)
     assert res.returncode == 2 and "close matches: ranked_geom, ranked_last" in res.stderr, res.stderr
@@ -49,6 +50,7 @@ def test_an_unknown_leaderboard_is_exit_2_with_the_close_matches(tmp_path):
     assert res.returncode == 2 and "--problems-root" in res.stderr and "DIAGNOSE_PROBLEMS_ROOT" in res.stderr
 
 
+@pytest.mark.e2e
 def test_a_header_alone_finds_the_folder_and_a_gpu_mismatch_is_in_the_first_lines(tmp_path):
     """The folder's own evaluator judges it, found from the header through the environment variable; the
     header's GPU is not this machine's, which the first line and the report's target paragraph say."""
@@ -70,6 +72,7 @@ def _cpu_time(args) -> tuple[subprocess.CompletedProcess, float]:
     return res, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("content,expect", [
     (b"", "Empty file submitted"),
     (b"def custom_kernel(d):\n    return d\n" + b"#" * 1_000_001 + b"\n", "too large (limit: 1MB)"),
@@ -148,6 +151,7 @@ def _hook() -> str:
     return re.search(r"<!-- pre-commit hook -->\n```sh\n(.*?)```", text, re.S).group(1)
 
 
+@pytest.mark.e2e
 def test_the_readmes_pre_commit_hook_stops_a_commit_that_kernelbot_would_refuse(tmp_path):
     """A real git repository with the README's hook: a refused submission does not commit, a fixed one does."""
     repo = tmp_path / "repo"

@@ -2,7 +2,11 @@
 order things finish. Checked against expected text with the measured numbers masked."""
 import re
 
+import pytest
+
 from tests.conftest import FIXTURES, ROOT, cli
+
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 GOLDEN = ROOT / "tests" / "golden"
 

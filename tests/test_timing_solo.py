@@ -2,6 +2,8 @@
 the noise of its budget. Measured beside other runs on the GPU, the report says how many shared it and that the
 judgment waits for a solo rerun, and the engine asks for that rerun; the audit's timing-solo rule holds a saved
 session to it."""
+import pytest
+
 from diagnose.analysis import bisector, evidence, fix_choice, summary
 from diagnose.analysis.audit import audit
 from diagnose.output.console import Word, check_lines
@@ -171,6 +173,7 @@ def test_check_defers_a_thin_margin_measured_beside_other_runs():
                    "rerun" in lines[-1], lines[-1]
 
 
+@pytest.mark.e2e
 def test_the_runner_counts_only_runs_on_the_same_gpu():
     from diagnose.runs.runner.stages import StageRunner
     from diagnose.runs.settings import Settings

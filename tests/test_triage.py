@@ -40,6 +40,7 @@ def _rows(out: Path) -> dict[str, dict]:
     return {Path(r["file"]).name: r for r in rows}
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     root = tmp_path_factory.mktemp("triage")
@@ -53,6 +54,7 @@ def triaged(tmp_path_factory):
     return res, subs, out, time.monotonic() - t0, tmp
 
 
+@pytest.mark.xdist_group("triage-triaged")
 @pytest.mark.e2e
 def test_each_submission_gets_its_row_class_and_report(triaged):
     """A pass, a timeout, a crash, a refused file and one that kills its own process (the harness's pool waits for
@@ -103,6 +105,7 @@ def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
     assert measure([dict(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
 
 
+@pytest.mark.xdist_group("triage-triaged")
 @pytest.mark.e2e
 def test_a_second_triage_reruns_nothing_that_finished(triaged):
     _, subs, out, first, tmp = triaged
@@ -356,6 +359,7 @@ def test_each_task_gets_its_workers_card_and_no_card_runs_two_tasks_at_once(tmp_
         assert all(b[0] >= a[1] for a, b in pairwise(spans)), spans
 
 
+@pytest.mark.e2e
 def test_bad_input_is_one_line_and_triage_help_imports_no_dask(tmp_path):
     res = cli("triage", tmp_path / "missing", "--out", tmp_path / "o")
     assert res.returncode == 2 and res.stderr.count("\n") == 1 and "no such file or folder" in res.stderr

@@ -25,6 +25,7 @@ def _rows(out: Path) -> dict[str, dict]:
     return {Path(r["file"]).name: r for r in rows}
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def triaged(tmp_path_factory):
     root = tmp_path_factory.mktemp("boundary")
@@ -48,6 +49,7 @@ def triaged(tmp_path_factory):
     return res, root, out, tmp, first
 
 
+@pytest.mark.xdist_group("triage_boundary-triaged")
 def test_every_file_gets_its_own_row_and_the_triage_ends_normally(triaged):
     res, _, out, _, _ = triaged
     assert res.returncode == 1, res.stdout + res.stderr       # raises.py crashed: not every file passed
@@ -60,6 +62,7 @@ def test_every_file_gets_its_own_row_and_the_triage_ends_normally(triaged):
     assert rows["raises.py"]["status"] == "crash" and "unsupported shape" in rows["raises.py"]["why"]
 
 
+@pytest.mark.xdist_group("triage_boundary-triaged")
 def test_the_forger_reached_neither_the_ledger_nor_a_report(triaged):
     _, _, out, _, _ = triaged
     rows = _rows(out)
@@ -71,6 +74,7 @@ def test_the_forger_reached_neither_the_ledger_nor_a_report(triaged):
     assert raises["verdict"]["status"] == "crash"
 
 
+@pytest.mark.xdist_group("triage_boundary-triaged")
 def test_the_killer_ends_only_its_own_run_and_its_row_says_what_it_tried(triaged):
     _, _, out, _, _ = triaged
     killer = _rows(out)["killer.py"]
@@ -84,6 +88,7 @@ def test_the_killer_ends_only_its_own_run_and_its_row_says_what_it_tried(triaged
     assert "SIGINT to process group" in tried, tried
 
 
+@pytest.mark.xdist_group("triage_boundary-triaged")
 def test_a_resume_trusts_only_the_rows_it_wrote(triaged):
     res, root, out, tmp, first = triaged
     before = (out / "triage.jsonl").read_text()

@@ -10,7 +10,7 @@ import pytest
 from tests.conftest import EXAMPLES, FIXTURES, cli, has_cuda
 from itertools import pairwise
 
-pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU")]
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU"), pytest.mark.e2e]
 
 
 def _gpus() -> int:

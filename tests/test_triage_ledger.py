@@ -115,6 +115,7 @@ main(sys.argv[1:])
 """
 
 
+@pytest.mark.e2e
 def test_without_dask_triage_says_what_to_install_in_one_line(tmp_path):
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-c", _NO_DASK, "triage", str(FIXTURES / "raises.py"), "--out", str(out)],
@@ -126,6 +127,7 @@ def test_without_dask_triage_says_what_to_install_in_one_line(tmp_path):
     assert not out.exists()                 # before any work
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, says", [
     (["--budget", "0"], "--budget must be a finite positive number, got 0"),
     (["--compile-budget", "-3"], "--compile-budget must be a finite positive number, got -3"),

@@ -6,7 +6,11 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.conftest import EXAMPLES, FIXTURES, cli
+
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 P = FIXTURES / "corpus"
 
