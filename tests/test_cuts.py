@@ -84,6 +84,10 @@ SLICED = {
     "probes/search/places.py": {"list(added)[:KEYS_SHOWN]", "repr(k)[:80]", "repr(v)[:200]", "repr(obj)[:120]"},
     "probes/search/__init__.py": {"returned_choices(ctx.tuning, ran)[:1]"},      # the deepest function only
     "probes/search/key.py": {"code.co_varnames[:n]"},                            # a function's parameter names
+    "probes/helion_configs/__init__.py": {"recs[:20]"},                           # evidence records
+    "probes/helion_configs/pin.py": {"lines[:node.end_lineno]"},                  # the file through the kernel's def
+    "probes/helion_configs/hook.py": {"str(e).strip()[:200]"},     # a worker hook: no diagnose import, so no clip
+    "diagnose/facts/measures.py": {'key[: -len("mean")]'},                        # a report key's stem
     "probes/search/pin.py": {"lines[first.lineno - 1][:first.col_offset]"},      # a body line's indent
 }
 WRITERS = sorted({*ROOT.glob("diagnose/output/*.py"), *ROOT.glob("diagnose/analysis/*.py"),

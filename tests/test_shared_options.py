@@ -66,6 +66,7 @@ print(json.dumps({"code": code, "took": took, "children": len(psutil.Process().c
 """
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("args, says", [
     (["--budget", "-3"], "--budget must be a finite positive number, got -3"),
     (["--budget", "abc"], "Invalid value for '--budget'"),
