@@ -73,12 +73,12 @@ SLICED = {
     # code spans of the submission's text: marking the cut re-renders nine committed examples (see text.py)
     "diagnose/output/text.py": {'" ".join(str(text).split())[:limit]', "parts[:2]", "where[:3]", "parts[-2:]",
                                 "text[-limit:]"},                                 # a path's parts; tail() itself
-    "probes/autotune.py": {"recs[:20]"},                                          # evidence records
-    "probes/extension_build.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
-    "probes/graph_capture.py": {"inside[:3]"},                                    # "and N more"
-    "probes/helion_config.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
+    "probes/autotune/__init__.py": {"recs[:20]"},                                          # evidence records
+    "probes/extension_build/__init__.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
+    "probes/graph_capture/__init__.py": {"inside[:3]"},                                    # "and N more"
+    "probes/helion/__init__.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
                                 "                      [: end[3] - 1]"},          # records; a source span
-    "probes/recompile.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
+    "probes/recompile/__init__.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
     # the worker's hook imports nothing of diagnose's: values it records (and an identity), not sentences
     "probes/search/watch.py": {"lines[:6]", "kinds[:4]", "chain[:i]", 'chain[:leaf["depth"] + 1]', "recs[:-1]"},
     "probes/search/places.py": {"list(added)[:KEYS_SHOWN]", "repr(k)[:80]", "repr(v)[:200]", "repr(obj)[:120]"},

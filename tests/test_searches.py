@@ -11,7 +11,7 @@ from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from diagnose.findings import rule_in
 from diagnose.tasks.rules import evaluator_rules
-from probes import helion_config, search as search_pin
+from probes import helion as helion_config, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -166,7 +166,7 @@ def _where(s: Session) -> list[str]:
                 "", "| line | code | seconds | share | loop (iterations) | inside |", "|---|---|---|---|---|---|"]
         for r in rows:
             loop = "" if not r["loop"] else f"L{r['loop']}" + (f" ({r['iterations']:,})" if r["iterations"] else "")
-            inside = hotspots.MECHANISM_WORDS.get(r.get("mechanism") or "", r.get("mechanism") or "")
+            inside = hotspots.mechanism_words(r.get("mechanism"))
             out.append(f"| L{r['line']} | {code_span(r['code'])} | {r['seconds']:.2f} | {r['share']:.0%} | {loop} | "
                        f"{inside} |")
         out.append("")

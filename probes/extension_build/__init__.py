@@ -26,6 +26,17 @@ INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc)
                  bisect=False, ranks={"only cost build time": 2, "architecture only": 2, "built at import": 3},
                  mechanisms=("extension_build", "lock_wait:build"), takes_away="builds")
 
+# The sampler's names for time inside torch's extension builds (worker/sampler.py), in words, and what to do about it
+MECHANISM_WORDS = {"lock_wait:build": "waiting on a torch extension build's lock (FileBaton.wait)",
+                   "extension_build": "a torch C++/CUDA extension build (ninja, nvcc)"}
+MECHANISM_HINTS = {
+    "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
+                       "pre-build such an extension, so a stage only pays for it when the build does not fit there",
+}
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("extension_build_start", "builds", "found_lock")
+TRIAGE = "build"
+
 BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
               "--resource-usage", "-keep", "--keep"}
 ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code")

@@ -27,6 +27,11 @@ INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a co
                  "configs= on the decorator",
                  describe="Helion's autotuner searching for a config at run time", sites=("helion",),
                  needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",), takes_away="helion")
+
+MECHANISM_WORDS = {"helion_autotune": "Helion's autotuner"}
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("helion_tune_start", "helion_tuned")
+TRIAGE = "autotune"
 DISALLOWED = "AutotuningDisallowedInEnvironment"
 
 
