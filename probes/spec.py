@@ -22,6 +22,15 @@ Optional (absent means: nothing of that kind):
                                           (a clause starting "; ")
 - TRIAGE: str                             the word a triage table groups a first-call timeout under when this
                                           probe's suspect is the cause ("compile", "build", ...)
+- records(step) -> list[dict]             its evidence records in one step (a StageResult), each with its
+                                          `seconds`, read from its facts: with INFO.takes_away "records", what
+                                          its toggle takes away is measured on them (analysis/effects.py)
+- RECORDS: str                            those records in words ("extension builds"), for that measure
+- report(session, code) -> list[str]      its section of report.md, Markdown lines ([]: none); `code` is the
+                                          renderer's code span for any text of the run
+- REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
+- SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
+                                          the switch saves, beside the compile calls
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
                                           StageResult.probe_facts[INFO.name]
@@ -57,7 +66,15 @@ HOOKS = (
     Hook("MECHANISM_WORDS", False, None, dict, "each of INFO.mechanisms, in words"),
     Hook("MECHANISM_HINTS", False, None, dict, "what to do about time inside a mechanism"),
     Hook("TRIAGE", False, None, str, "its triage class of a first-call timeout"),
+    Hook("records", False, ("step",), says="records(step) -> list[dict], each with its seconds"),
+    Hook("RECORDS", False, None, str, "its records, in words"),
+    Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
+    Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
+    Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
 )
+# Hooks that only make sense together, and what INFO.takes_away a measure on them needs
+PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",)}
 
 
 def _positional(fn) -> int | None:
@@ -105,6 +122,18 @@ def _word_problems(module: ModuleType) -> list[str]:
     return out
 
 
+def _pair_problems(module: ModuleType) -> list[str]:
+    out = [f"it has {a} without {b}" for pair in PAIRS for a, b in (pair, pair[::-1])
+           if hasattr(module, a) and not hasattr(module, b)]
+    kind = module.INFO.takes_away
+    out += [f"INFO.takes_away is {kind!r}, which measures its {need}: it has none" for need in NEEDS.get(kind, ())
+            if not hasattr(module, need)]
+    report = getattr(module, "REPORT", ("## ", ""))
+    if len(report) != 2 or not str(report[0]).startswith("## "):
+        out.append(f"REPORT is {report!r}, not (a '## ' heading, what its fold holds)")
+    return out
+
+
 def problems(module: ModuleType) -> list[str]:
     """What a probe module lacks or has wrong against the contract, one line each (empty: it holds)."""
     out = _hook_problems(module)
@@ -119,7 +148,7 @@ def problems(module: ModuleType) -> list[str]:
                    f"package")
     if info.hook and not info.hook.startswith(module.__name__ + "."):
         out.append(f"its hook {info.hook} is not a module of its own package")
-    return out + _word_problems(module)
+    return out + _word_problems(module) + _pair_problems(module)
 
 
 def register(modules: list[ModuleType]) -> list[ModuleType]:

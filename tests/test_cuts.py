@@ -64,7 +64,7 @@ SLICED = {
     "diagnose/analysis/not_looked.py": {"a[:2]", "out[:2]"},                     # an option's name; argv's head
     "diagnose/analysis/unfixed.py": {"runs[:8]"},                                 # "and N more toggle(s)"
     "diagnose/output/console.py": {'claims.by_kind(cl, "cause")[:3]', "lines[-1:]"},   # top causes; quiet's line
-    "diagnose/output/md_libs.py": {"rows[:20]", "rows[:12]", '(b.get("built") or [])[:6]'},    # table rows
+    "diagnose/output/md_libs.py": {"rows[:20]"},                                  # table rows
     "diagnose/output/md_public.py": {"body[:-1]", "lines[:2]"},                   # a fold's lines
     # torch's recompile reasons (evidence): marking the cut re-renders the committed recompile-storm examples
     "diagnose/output/md_stages.py": {"sorted(reasons)[:10]", "x[:200]"},
@@ -75,6 +75,11 @@ SLICED = {
                                 "text[-limit:]"},                                 # a path's parts; tail() itself
     "probes/autotune/__init__.py": {"recs[:20]"},                                          # evidence records
     "probes/extension_build/__init__.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
+    "probes/extension_build/report.py": {"rows[:12]", '(b.get("built") or [])[:6]'},   # table rows
+    # the worker's hook imports nothing of diagnose's: the records it sends, capped (values, not sentences)
+    "probes/extension_build/hook.py": {'[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20]',
+                                       '[str(x) for x in (a.get("extra_cflags") or [])][:30]',
+                                       '[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30]', "built[:50]"},
     "probes/graph_capture/__init__.py": {"inside[:3]"},                                    # "and N more"
     "probes/helion/__init__.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
                                 "                      [: end[3] - 1]"},          # records; a source span

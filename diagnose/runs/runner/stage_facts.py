@@ -1,6 +1,6 @@
 """The parts of a stage record that come from one kind of event each: timing samples and their predictions,
-line samples, state kept on disk, library work (autotuning, builds), a problem evaluator's report. Takes a
-stage's events; fills its StageResult.
+line samples, state kept on disk, library work (autotuning), a probe's own events, a problem evaluator's report.
+Takes a stage's events; fills its StageResult.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def state_of(ev: list[dict]) -> dict:
 
 
 def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
-    """Autotuning per (kernel, key), summed from its per-config events, and every extension build."""
+    """Autotuning per (kernel, key), summed from its per-config events."""
     mine = os.path.realpath(submission_file)
     tunes: dict[tuple, dict] = {}
     for e in ev:
@@ -104,14 +104,8 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
             r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"),
                      calls=e.get("calls"), parts=e.get("parts"))
     st.autotune = list(tunes.values())
-    st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
-                                         "cuda_cflags", "with_cuda", "arch_list")}
-                 for e in ev if e["k"] == "extension_build"]
+    st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
     fill_helion(st, ev, mine, t_last)
-    started = [e for e in ev if e["k"] == "extension_build_start"]
-    for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
-        st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
-                          "seconds": round(max(0.0, t_last - e["t"]), 3)})
 
 
 def fill_helion(st: StageResult, ev: list[dict], mine: str, t_last: float) -> None:

@@ -1,8 +1,8 @@
-"""Watch the libraries that spend a submission's time on its behalf: Triton's and Helion's autotuners and
-torch's C++/CUDA extension builds. The GPU MODE maintainers name these two more often than any other cause of a
-timeout ("do not autotune on KernelBot"; the compile step exists to pre-build load_inline extensions).
+"""Watch the libraries that spend a submission's time on its behalf: Triton's and Helion's autotuners (a probe's
+own library watcher lives in its package: worker/plugins.py). The GPU MODE maintainers name autotuning more often
+than any other cause of a timeout ("do not autotune on KernelBot").
 
-Neither module is imported here before the submission imports it (cpp_extension alone imports setuptools):
+Neither module is imported here before the submission imports it:
 a finder on sys.meta_path wraps each one as it is first imported, and one already imported is wrapped at
 once. The wrappers only watch: what the library does and returns is unchanged.
 
@@ -11,15 +11,11 @@ Events:
 - autotune_done: a key's tuning finished (kernel, key, configs, seconds, winner)
 - helion_tune_start, helion_tuned: one Helion kernel's search for a config at a new shape, as it starts and
   as it ends (kernel, shape, case, seconds, the config chosen, or the error that ended it)
-- extension_build_start, extension_build: one load_inline / load call as it starts, and as it ends (name,
-  sources, flags, seconds, what ninja built, whether the process found another's build lock first)
 """
 from __future__ import annotations
 
 import importlib.abc
-import inspect
 import math
-import os
 import sys
 import threading
 import time
@@ -101,62 +97,6 @@ def patch_autotuner(mod, ch) -> bool:
     return True
 
 
-def _ninja_log(build_dir: str | None) -> list[tuple[int, int, str]]:
-    """(start ms, end ms, output) per line of the build directory's .ninja_log."""
-    out = []
-    try:
-        with open(os.path.join(build_dir or "", ".ninja_log")) as fh:
-            for line in fh:
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
-                    out.append((int(parts[0]), int(parts[1]), parts[3]))
-    except OSError:
-        pass
-    return out
-
-
-def patch_cpp_extension(mod, ch) -> bool:
-    orig = getattr(mod, "_jit_compile", None)
-    if orig is None or getattr(orig, "_diagnose_watched", False):
-        return False
-    try:
-        sig = inspect.signature(orig)
-    except (TypeError, ValueError):
-        return False
-
-    def _jit_compile(*args, **kwargs):
-        try:
-            a = sig.bind_partial(*args, **kwargs).arguments
-        except TypeError:
-            a = {}
-        build_dir = a.get("build_directory")
-        before = _ninja_log(build_dir)
-        lock = bool(build_dir) and os.path.exists(os.path.join(build_dir, "lock"))
-        # said at once: a build the deadline cuts off never reaches the event below
-        ch.emit("extension_build_start", name=str(a.get("name")), found_lock=lock)
-        t0, ok = time.perf_counter(), False
-        try:
-            out = orig(*args, **kwargs)
-            ok = True
-            return out
-        finally:
-            try:
-                after = _ninja_log(build_dir)
-                built = [{"output": o, "seconds": round((e - s) / 1000, 3)} for s, e, o in after[len(before):]]
-                ch.emit("extension_build", name=str(a.get("name")), ok=ok, seconds=round(time.perf_counter() - t0, 4),
-                        sources=[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20],
-                        cflags=[str(x) for x in (a.get("extra_cflags") or [])][:30],
-                        cuda_cflags=[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30],
-                        with_cuda=a.get("with_cuda"), built=built[:50], found_lock=lock,
-                        arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"))
-            except Exception:  # noqa: BLE001 - watching must never change the build's own ending
-                pass
-
-    _jit_compile._diagnose_watched = True
-    mod._jit_compile = _jit_compile
-    return True
-
-
 def _shapes(args) -> str:
     """The arguments as Helion specialises on them: each tensor's shape and dtype, other values as they are."""
     return ", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace('torch.', '')}" if hasattr(a, "shape") and
@@ -196,8 +136,7 @@ def patch_helion(mod, ch) -> bool:
     return True
 
 
-PATCHES = {"triton.runtime.autotuner": patch_autotuner, "torch.utils.cpp_extension": patch_cpp_extension,
-           "helion.runtime.kernel": patch_helion}
+PATCHES = {"triton.runtime.autotuner": patch_autotuner, "helion.runtime.kernel": patch_helion}
 
 
 class _Wrap(importlib.abc.Loader):
