@@ -86,3 +86,44 @@ def test_a_session_of_the_schema_before_reads_its_builds_into_the_probes_facts()
     assert "builds" not in json.loads(session.to_json())["runs"][0]["stages"][0]
     assert builds(again.baseline) == read
     assert StageResult.from_dict({"name": "x", "status": "ok", "builds": []}).probe_facts == {}
+
+
+class _Api:
+    """What a hook may ask of the worker (worker/plugins.py), recorded instead of done."""
+
+    def __init__(self):
+        self.imports, self.sampled, self.submission_dir = [], [], "/x/"
+
+    def on_import(self, module, patch):
+        self.imports.append(module)
+
+    def on_sample(self, pattern, name):
+        self.sampled.append((pattern, name))
+
+    def __getattr__(self, name):        # on_phase, on_torch, on_stage_end, emit: not what this test reads
+        return lambda *a, **k: None
+
+
+def test_a_hook_names_the_sampler_only_its_own_probes_mechanisms():
+    import importlib
+    hooked = [m for m in BY_NAME.values() if m.INFO.hook]
+    seen = {}
+    for m in hooked:
+        api = _Api()
+        importlib.import_module(m.INFO.hook).install(api)
+        assert {name for _, name in api.sampled} <= set(m.INFO.mechanisms), (m.INFO.name, api.sampled)
+        seen[m.INFO.name] = api
+    build = seen["extension_build"]
+    assert build.imports == ["torch.utils.cpp_extension"]
+    assert [n for _, n in build.sampled] == ["lock_wait:build", "extension_build"]
+
+
+def test_a_probes_mechanism_is_matched_before_the_built_in_ones(monkeypatch):
+    from diagnose.runs.worker import sampler
+    monkeypatch.setattr(sampler, "MECHANISMS", list(sampler.MECHANISMS))
+    monkeypatch.setattr(sampler, "_OWN", [])
+    sampler.own_mechanism("torch/utils/file_baton.py", "lock_wait:build")
+    sampler.own_mechanism("torch/utils/cpp_extension.py", "extension_build")
+    assert sampler.MECHANISMS[:2] == [("torch/utils/file_baton.py", "lock_wait:build"),
+                                      ("torch/utils/cpp_extension.py", "extension_build")]
+    assert sampler.MECHANISMS[-1] == ("threading.py", "lock_wait")       # the catch-all stays last

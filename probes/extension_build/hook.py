@@ -79,3 +79,7 @@ def patch(mod, emit) -> bool:
 
 def install(api) -> None:
     api.on_import("torch.utils.cpp_extension", lambda mod: patch(mod, api.emit))
+    # the sampler's names for time inside a build (INFO.mechanisms): the wait on another's lock first, since it
+    # happens inside the build's own frames
+    api.on_sample("torch/utils/file_baton.py", "lock_wait:build")
+    api.on_sample("torch/utils/cpp_extension.py", "extension_build")

@@ -2,9 +2,9 @@
 own library watcher lives in its package: worker/plugins.py). The GPU MODE maintainers name autotuning more often
 than any other cause of a timeout ("do not autotune on KernelBot").
 
-Neither module is imported here before the submission imports it:
-a finder on sys.meta_path wraps each one as it is first imported, and one already imported is wrapped at
-once. The wrappers only watch: what the library does and returns is unchanged.
+Neither module is imported here before the submission imports it: the worker's import hook (imports.py) wraps each
+one as it is first imported, and one already imported at once. The wrappers only watch: what the library does and
+returns is unchanged.
 
 Events:
 - autotune_config: one config of one key compiled and timed (kernel, key, config, seconds, ms), as it ends
@@ -14,9 +14,7 @@ Events:
 """
 from __future__ import annotations
 
-import importlib.abc
 import math
-import sys
 import threading
 import time
 
@@ -139,61 +137,9 @@ def patch_helion(mod, ch) -> bool:
 PATCHES = {"triton.runtime.autotuner": patch_autotuner, "helion.runtime.kernel": patch_helion}
 
 
-class _Wrap(importlib.abc.Loader):
-    """A module's own loader, and the patch applied once it has run."""
-
-    def __init__(self, loader, patch, ch):
-        self.loader, self.patch, self.ch = loader, patch, ch
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def __getattr__(self, name):      # get_source, get_filename, is_package ...: the module's own loader's
-        return getattr(self.loader, name)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        try:
-            self.patch(module, self.ch)
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, ch):
-        self.ch = ch
-
-    def find_spec(self, name, path, target=None):
-        patch = PATCHES.get(name)
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _Wrap(spec.loader, patch, self.ch)
-                return spec
-        return None
-
-
-def watch_import(name: str, patch) -> None:
-    """Another patch (a probe's hook: worker/plugins.py) for a module, applied now if it is already imported."""
-    before = PATCHES.get(name)
-    PATCHES[name] = patch if before is None else (lambda mod, ch, a=before, b=patch: (a(mod, ch), b(mod, ch)))
-    if name in sys.modules and _CH:
-        try:
-            patch(sys.modules[name], _CH[0])
-        except Exception:  # noqa: BLE001
-            pass
-
-
-_CH: list = []
-
-
 def install(ch) -> None:
-    _CH[:] = [ch]
+    """Watch each library as it is imported (imports.py), and at once where it already is."""
+    from diagnose.runs.worker import imports
     for name, patch in PATCHES.items():
-        if name in sys.modules:
-            patch(sys.modules[name], ch)
-    sys.meta_path.insert(0, _Finder(ch))
+        imports.after(name, lambda mod, p=patch: p(mod, ch))
+    imports.install()

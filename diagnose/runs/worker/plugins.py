@@ -12,6 +12,8 @@ worker imports that module by the name the spec gives (so nothing here imports a
 - api.on_torch(fn)                fn(torch) once torch is imported, before the guard notes what judges timing
                                   (so a hook's watcher of a clock is the clock the guard knows)
 - api.on_stage_end(fn)            fn(stage) after the stage's own work returned, before the process ends
+- api.on_sample(pattern, name)    the sampler counts time below a frame whose file holds `pattern` as inside the
+                                  mechanism `name` (one of the probe's INFO.mechanisms), before the built-in ones
 - api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
 
 A hook that raises is dropped, and says so in one event: the stage runs on as the harness would run it.
@@ -36,9 +38,16 @@ class Api:
     def on_phase(self, fn) -> None:
         self._ch.watchers.append(fn)
 
-    def on_import(self, module: str, patch) -> None:
-        from diagnose.runs.worker import libraries
-        libraries.watch_import(module, lambda mod, _ch: patch(mod))
+    @staticmethod
+    def on_import(module: str, patch) -> None:
+        from diagnose.runs.worker import imports
+        imports.after(module, patch)
+        imports.install()
+
+    @staticmethod
+    def on_sample(pattern: str, name: str) -> None:
+        from diagnose.runs.worker import sampler
+        sampler.own_mechanism(pattern, name)
 
     @staticmethod
     def on_stage_end(fn) -> None:
