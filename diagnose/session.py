@@ -17,7 +17,7 @@ from diagnose.status import ENDS_RUN, Status, Warning_
 SCHEMA_VERSION = 4
 READABLE = (2, 3, 4)     # 2: the compile step was a stage of its own; 3: LIFTED; every field since has a default
 # Schema 3's per-probe fields -> the probe whose facts they are now, and the event of its hook each record reads as
-LIFTED = {"builds": ("extension_build", "built")}
+LIFTED = {"builds": ("extension_build", "built"), "helion": ("helion", "tuned")}
 
 
 @dataclass
@@ -98,8 +98,7 @@ class StageResult:
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
     # Triton's autotuning per (kernel, key) (worker/libraries.py): {kernel, line, key, tried, seconds, winner, ...}
     autotune: list = field(default_factory=list)
-    # Helion's searches {kernel, line, shape, case, seconds, config, error, done}; a tuning run's dicts (memo)
-    helion: list = field(default_factory=list)
+    # a tuning run's module-level dicts (WorkerSpec.memo) {name, text, entries, bytes, error}
     memo: list = field(default_factory=list)
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until

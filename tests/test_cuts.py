@@ -80,6 +80,9 @@ SLICED = {
     "probes/extension_build/hook.py": {'[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20]',
                                        '[str(x) for x in (a.get("extra_cflags") or [])][:30]',
                                        '[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30]', "built[:50]"},
+    "probes/helion/hook.py": {'", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace(\'torch.\', \'\')}" if '
+                              'hasattr(a, "shape") and\n                     hasattr(a, "dtype") else str(a)[:40] '
+                              'for a in args)[:300]', "str(a)[:40]", "str(e).strip().splitlines()[0][:300]"},
     "probes/graph_capture/__init__.py": {"inside[:3]"},                                    # "and N more"
     "probes/helion/__init__.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
                                 "                      [: end[3] - 1]"},          # records; a source span

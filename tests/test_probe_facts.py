@@ -127,3 +127,32 @@ def test_a_probes_mechanism_is_matched_before_the_built_in_ones(monkeypatch):
     assert sampler.MECHANISMS[:2] == [("torch/utils/file_baton.py", "lock_wait:build"),
                                       ("torch/utils/cpp_extension.py", "extension_build")]
     assert sampler.MECHANISMS[-1] == ("threading.py", "lock_wait")       # the catch-all stays last
+
+
+def test_the_helion_hook_says_each_search_and_the_probe_reads_it_back_cut_off_or_not(tmp_path):
+    from probes.helion import hook as helion_hook
+    from probes.helion.facts import step_searches
+    sub = tmp_path / "submission.py"
+    sub.write_text("def scale(x):\n    return x\n")
+    code = compile(sub.read_text(), str(sub), "exec")
+    ns: dict = {}
+    exec(code, ns)
+
+    class BoundKernel:
+        kernel = types.SimpleNamespace(fn=ns["scale"])
+
+        def autotune(self, args):
+            return types.SimpleNamespace(config={"block_sizes": [16]})
+    sent = []
+    api = types.SimpleNamespace(submission=str(sub.resolve()), phase="first_call:n=8",
+                                emit=lambda **f: sent.append({"t": 1000.0 + len(sent), **f}))
+    assert helion_hook.patch(types.SimpleNamespace(BoundKernel=BoundKernel), api)
+    BoundKernel().autotune([8])
+    sent.append({"t": 1005.0, "event": "start", "kernel": "scale", "line": 1, "shape": "16", "case": "x"})
+    assert [(e["event"], e["kernel"], e["line"], e["case"]) for e in sent[:2]] == [
+        ("start", "scale", 1, "first_call:n=8"), ("tuned", "scale", 1, "first_call:n=8")]
+    st = StageResult(name="test", status="ok", probe_facts={"helion": sent}, end_t=1009.0)
+    done, cut = step_searches(st)
+    assert (done["shape"], done["config"], done["done"]) == ("8", {"block_sizes": [16]}, True)
+    assert (cut["shape"], cut["seconds"], cut["done"], cut["config"]) == ("16", 4.0, False, None)   # the end cut it
+    assert BY_NAME["helion"].records(st) == [done, cut]

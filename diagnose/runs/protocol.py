@@ -54,8 +54,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "recompile_start": {"code": (str,), "reasons": (list,)},
     "autotune_config": {"kernel": (str,), "config": (dict,)},
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
-    "helion_tune_start": {"kernel": (str,)},
-    "helion_tuned": {"kernel": (str,), "seconds": NUM},
     "memo": {"name": (str,)},
     "wrong_detail": {},
     "outlive": {"procs": (list,)},

@@ -105,26 +105,11 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
                      calls=e.get("calls"), parts=e.get("parts"))
     st.autotune = list(tunes.values())
     st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
-    fill_helion(st, ev, mine, t_last)
+    fill_probes(st, ev)
 
 
-def fill_helion(st: StageResult, ev: list[dict], mine: str, t_last: float) -> None:
-    """Each Helion search for a config (kernel, shape, case, seconds, config or error; done False where the
-    process ended inside it), and what a tuning run's searches written by hand kept (memo)."""
-    open_: list[dict] = []
-    for e in ev:
-        if e["k"] not in ("helion_tune_start", "helion_tuned"):
-            continue
-        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
-        rec = {"kernel": e["kernel"], "line": line, "shape": str(e.get("shape")), "case": e.get("case")}
-        if e["k"] == "helion_tune_start":
-            open_.append({**rec, "t": e["t"]})
-            continue
-        open_ = [o for o in open_ if (o["kernel"], o["shape"]) != (rec["kernel"], rec["shape"])]
-        st.helion.append({**rec, "seconds": e.get("seconds"), "config": e.get("config"), "error": e.get("error"),
-                          "done": e.get("config") is not None})
-    st.helion += [{**{k: v for k, v in o.items() if k != "t"}, "seconds": round(max(0.0, t_last - o["t"]), 3),
-                   "config": None, "error": None, "done": False} for o in open_]
+def fill_probes(st: StageResult, ev: list[dict]) -> None:
+    """What a tuning run's searches written by hand kept (memo), and each probe's own events."""
     st.memo = [{k: e.get(k) for k in ("name", "text", "entries", "bytes", "error")} for e in ev if e["k"] == "memo"]
     for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
         if e["k"] == "probe" and isinstance(e.get("probe"), str):

@@ -1,5 +1,5 @@
-"""Watch the libraries that spend a submission's time on its behalf: Triton's and Helion's autotuners (a probe's
-own library watcher lives in its package: worker/plugins.py). The GPU MODE maintainers name autotuning more often
+"""Watch the libraries that spend a submission's time on its behalf: Triton's autotuner (a probe's own library
+watcher lives in its package: worker/plugins.py). The GPU MODE maintainers name autotuning more often
 than any other cause of a timeout ("do not autotune on KernelBot").
 
 Neither module is imported here before the submission imports it: the worker's import hook (imports.py) wraps each
@@ -9,8 +9,6 @@ returns is unchanged.
 Events:
 - autotune_config: one config of one key compiled and timed (kernel, key, config, seconds, ms), as it ends
 - autotune_done: a key's tuning finished (kernel, key, configs, seconds, winner)
-- helion_tune_start, helion_tuned: one Helion kernel's search for a config at a new shape, as it starts and
-  as it ends (kernel, shape, case, seconds, the config chosen, or the error that ended it)
 """
 from __future__ import annotations
 
@@ -95,46 +93,7 @@ def patch_autotuner(mod, ch) -> bool:
     return True
 
 
-def _shapes(args) -> str:
-    """The arguments as Helion specialises on them: each tensor's shape and dtype, other values as they are."""
-    return ", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace('torch.', '')}" if hasattr(a, "shape") and
-                     hasattr(a, "dtype") else str(a)[:40] for a in args)[:300]
-
-
-def patch_helion(mod, ch) -> bool:
-    """Helion's BoundKernel.autotune: the search a kernel without a config runs at its first call per shape.
-    Said as it starts (a deadline can cut it off) and as it ends, with the config it chose as plain data."""
-    cls = getattr(mod, "BoundKernel", None)
-    if cls is None or getattr(cls, "_diagnose_watched", False):
-        return False
-    orig = cls.autotune
-
-    def autotune(self, args, *a, **kw):
-        fn = getattr(getattr(self, "kernel", None), "fn", None)
-        code = getattr(fn, "__code__", None)
-        who = {"kernel": getattr(fn, "__name__", "?"), "file": getattr(code, "co_filename", None),
-               "line": getattr(code, "co_firstlineno", None), "shape": _shapes(args), "case": ch.phase}
-        ch.emit("helion_tune_start", **who)
-        t0, cfg, err = time.perf_counter(), None, None
-        try:
-            cfg = orig(self, args, *a, **kw)
-            return cfg
-        except BaseException as e:
-            err = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
-            raise
-        finally:
-            try:
-                plain = None if cfg is None else {str(k): v for k, v in dict(getattr(cfg, "config", {}) or {}).items()}
-                ch.emit("helion_tuned", **who, seconds=round(time.perf_counter() - t0, 4), config=plain, error=err)
-            except Exception:  # noqa: BLE001 - watching never changes the search's own ending
-                pass
-
-    cls.autotune = autotune
-    cls._diagnose_watched = True
-    return True
-
-
-PATCHES = {"triton.runtime.autotuner": patch_autotuner, "helion.runtime.kernel": patch_helion}
+PATCHES = {"triton.runtime.autotuner": patch_autotuner}
 
 
 def install(ch) -> None:

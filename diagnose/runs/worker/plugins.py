@@ -15,6 +15,8 @@ worker imports that module by the name the spec gives (so nothing here imports a
 - api.on_sample(pattern, name)    the sampler counts time below a frame whose file holds `pattern` as inside the
                                   mechanism `name` (one of the probe's INFO.mechanisms), before the built-in ones
 - api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
+- api.submission                  the submission's own file (a real path: a frame whose file it is, is its code)
+- api.phase                       the harness's phase open now (None between phases)
 
 A hook that raises is dropped, and says so in one event: the stage runs on as the harness would run it.
 """
@@ -30,7 +32,12 @@ _TORCH_UP: list = []
 class Api:
     def __init__(self, probe: str, ch, submission: str):
         self.probe, self._ch = probe, ch
-        self.submission_dir = os.path.dirname(os.path.realpath(submission)) + os.sep
+        self.submission = os.path.realpath(submission)
+        self.submission_dir = os.path.dirname(self.submission) + os.sep
+
+    @property
+    def phase(self) -> str | None:
+        return self._ch.phase
 
     def emit(self, **fields) -> None:
         self._ch.emit("probe", probe=self.probe, **fields)

@@ -38,7 +38,6 @@ MECHANISMS = [
     ("triton/runtime/autotuner.py", "triton_autotune"),
     ("torch/_inductor/select_algorithm.py", "inductor_autotune"),
     ("torch/_inductor/autotune_process.py", "inductor_autotune"),
-    ("helion/autotuner", "helion_autotune"),
     ("triton/compiler/", "triton_compile"),
     ("torch/_inductor/", "inductor_compile"),
     ("torch/_dynamo/", "dynamo"),
