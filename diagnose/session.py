@@ -14,8 +14,10 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
 from diagnose.status import ENDS_RUN, Status, Warning_
 
-SCHEMA_VERSION = 3
-READABLE = (2, 3)     # 2: the compile step was a stage of its own; every field added since has a default
+SCHEMA_VERSION = 4
+READABLE = (2, 3, 4)     # 2: the compile step was a stage of its own; 3: LIFTED; every field since has a default
+# Schema 3's per-probe fields -> the probe whose facts they are now, and the event of its hook each record reads as
+LIFTED = {"builds": ("extension_build", "built"), "helion": ("helion", "tuned")}
 
 
 @dataclass
@@ -91,20 +93,15 @@ class StageResult:
     loops: dict = field(default_factory=dict)      # phase -> {loop header line: iterations} (Python 3.12+)
     compile_calls: list[dict] = field(default_factory=list)   # every torch.compile call, where and how
     evaluator: dict = field(default_factory=dict)      # the problem's own evaluator: its report lines
-    # The harness's compile step (`python3 submission.py`) that ran before this stage in the same container:
-    # recorded, shown, never what decides the stage.
+    # The harness's compile step (`python3 submission.py`) before it in the same container: shown, never deciding
     compile_step: "StageResult | None" = None
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
-    # What libraries spent on the submission's behalf (worker/libraries.py): per (kernel, key) Triton
-    # autotuning {kernel, line, key, tried, seconds, best: {config, ms}, winner, done}; per extension build
-    # {name, seconds, ok, built: [{output, seconds}], found_lock, sources, cflags, cuda_cflags}
+    # Triton's autotuning per (kernel, key) (worker/libraries.py): {kernel, line, key, tried, seconds, winner, ...}
     autotune: list = field(default_factory=list)
-    builds: list = field(default_factory=list)
-    # Helion's searches per kernel and shape {kernel, line, shape, case, seconds, config, error, done}; a tuning
-    # run's module-level dicts (WorkerSpec.memo) {name, text, entries, bytes, error}
-    helion: list = field(default_factory=list)
+    # a tuning run's module-level dicts (WorkerSpec.memo) {name, text, entries, bytes, error}
     memo: list = field(default_factory=list)
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
+    end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
     # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
     numerics: dict = field(default_factory=dict)
@@ -127,7 +124,9 @@ class StageResult:
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
         known = {f.name for f in fields(cls)}
+        lifted = {probe: [{"event": ev, **r} for r in d[old]] for old, (probe, ev) in LIFTED.items() if d.get(old)}
         d = {k: v for k, v in d.items() if k in known}
+        d["probe_facts"] = {**(d.get("probe_facts") or {}), **lifted}
         d["status"] = Status(d["status"])
         d["phases"] = [Phase(**p) for p in d.get("phases", [])]
         d["contention"] = Contention(**d.get("contention", {}))

@@ -1,26 +1,27 @@
-"""The probe registry: one module per suspect, in the order they run.
+"""The probe registry: one package per suspect, in the order they run, each checked against probes/spec.py.
 
 Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
-the most useful evidence. Adding a suspect means adding a module and an entry here.
+the most useful evidence. Adding a suspect means adding a package (what spec.py lists) and an entry here.
 """
-from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, helion_config,
+from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, helion,
                     helion_configs, import_init, numerics, recompile, search, warmup)
+from probes.spec import register
 
-REGISTRY = [
+REGISTRY = register([
     graph_capture,   # outer capture around compiled functions: crashes and hangs
     compile_mode,    # compile mode / compile at all: crashes, hangs, compile time
     recompile,       # recompiles per shape: compile time, recompile-limit failures (needs the baseline)
     fullgraph,       # fullgraph=True: graph breaks raise
     warmup,          # warmup iteration count: time
     autotune,        # Triton autotuning at run time: time (needs the baseline)
-    helion_config,   # Helion autotuning at run time, or forbidden by the evaluator: time, a crash (a tuning run)
+    helion,          # Helion autotuning at run time, or forbidden by the evaluator: time, a crash (a tuning run)
     helion_configs,  # Helion's search over a kernel's configs=[...] list at each new shape: time (a tuning run)
     search,          # a search written by hand at each new shape: time (a tuning run)
     extension_build,  # C++/CUDA extension builds: time, a build lock a killed step left (needs the baseline)
     import_init,     # work at import: time, paid again by every stage's process
     numerics,        # a wrong result under other numeric settings than the reference's (needs the baseline)
     cache,           # cold versus warm compile cache: evidence of compile cost, never a fix
-]
+])
 BY_NAME = {m.INFO.name: m for m in REGISTRY}
 ORDER = [m.INFO.name for m in REGISTRY]
 

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from diagnose.session import StageResult
 from diagnose.tasks.loader import load_task, stage_cases
+from probes.extension_build.facts import step_builds
 from tests.conftest import FIXTURES, cli
 
 S = FIXTURES / "state"
@@ -77,7 +79,7 @@ def test_an_extension_build_is_each_runs_own_and_the_users_cache_is_untouched(tm
         assert "test: compile step | test stage |" in row
         assert any("ninja" in a for a in step["state"]["spawned"])
         # the build's own record: made in the compile step, within its limit, so not the cause
-        (built,) = step["builds"]
+        (built,) = step_builds(StageResult.from_dict(step))      # the probe's own facts (its hook's events)
         assert built["ok"] and [o["output"] for o in built["built"]][-1].endswith(".so")
         probe = next(p for p in s["probes"] if p["name"] == "extension_build")
         assert probe["state"] == "not applicable" and "not the cause" in probe["why"], probe

@@ -64,7 +64,7 @@ SLICED = {
     "diagnose/analysis/not_looked.py": {"a[:2]", "out[:2]"},                     # an option's name; argv's head
     "diagnose/analysis/unfixed.py": {"runs[:8]"},                                 # "and N more toggle(s)"
     "diagnose/output/console.py": {'claims.by_kind(cl, "cause")[:3]', "lines[-1:]"},   # top causes; quiet's line
-    "diagnose/output/md_libs.py": {"rows[:20]", "rows[:12]", '(b.get("built") or [])[:6]'},    # table rows
+    "diagnose/output/md_libs.py": {"rows[:20]"},                                  # table rows
     "diagnose/output/md_public.py": {"body[:-1]", "lines[:2]"},                   # a fold's lines
     # torch's recompile reasons (evidence): marking the cut re-renders the committed recompile-storm examples
     "diagnose/output/md_stages.py": {"sorted(reasons)[:10]", "x[:200]"},
@@ -73,12 +73,20 @@ SLICED = {
     # code spans of the submission's text: marking the cut re-renders nine committed examples (see text.py)
     "diagnose/output/text.py": {'" ".join(str(text).split())[:limit]', "parts[:2]", "where[:3]", "parts[-2:]",
                                 "text[-limit:]"},                                 # a path's parts; tail() itself
-    "probes/autotune.py": {"recs[:20]"},                                          # evidence records
-    "probes/extension_build.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
-    "probes/graph_capture.py": {"inside[:3]"},                                    # "and N more"
-    "probes/helion_config.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
+    "probes/autotune/__init__.py": {"recs[:20]"},                                          # evidence records
+    "probes/extension_build/__init__.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
+    "probes/extension_build/report.py": {"rows[:12]", '(b.get("built") or [])[:6]'},   # table rows
+    # the worker's hook imports nothing of diagnose's: the records it sends, capped (values, not sentences)
+    "probes/extension_build/hook.py": {'[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20]',
+                                       '[str(x) for x in (a.get("extra_cflags") or [])][:30]',
+                                       '[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30]', "built[:50]"},
+    "probes/helion/hook.py": {'", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace(\'torch.\', \'\')}" if '
+                              'hasattr(a, "shape") and\n                     hasattr(a, "dtype") else str(a)[:40] '
+                              'for a in args)[:300]', "str(a)[:40]", "str(e).strip().splitlines()[0][:300]"},
+    "probes/graph_capture/__init__.py": {"inside[:3]"},                                    # "and N more"
+    "probes/helion/__init__.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
                                 "                      [: end[3] - 1]"},          # records; a source span
-    "probes/recompile.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
+    "probes/recompile/__init__.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
     # the worker's hook imports nothing of diagnose's: values it records (and an identity), not sentences
     "probes/search/watch.py": {"lines[:6]", "kinds[:4]", "chain[:i]", 'chain[:leaf["depth"] + 1]', "recs[:-1]"},
     "probes/search/places.py": {"list(added)[:KEYS_SHOWN]", "repr(k)[:80]", "repr(v)[:200]", "repr(obj)[:120]"},

@@ -8,11 +8,12 @@ import pytest
 
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
-from diagnose.session import Run
+from diagnose.session import Run, StageResult
 from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from probes import BY_NAME, autotune
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
+from probes.extension_build.facts import step_builds
 from tests.conftest import FIXTURES, cli
 
 L = FIXTURES / "lib"
@@ -240,5 +241,6 @@ def test_an_extension_built_on_first_use_gets_the_compile_step_as_its_fix(tmp_pa
     assert s["fix"]["toggle"] == "built at import (the compile step builds it)", s["fix"]
     fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
     test = fix["stages"][0]
-    assert test["status"] == "ok" and test["compile_step"]["builds"][0]["built"], test["compile_step"]["builds"]
-    assert not any(b["built"] for b in test["builds"]), test["builds"]      # the stage loaded it, built
+    step, stage = (step_builds(StageResult.from_dict(x)) for x in (test["compile_step"], test))   # the probe's facts
+    assert test["status"] == "ok" and step[0]["built"], step
+    assert not any(b["built"] for b in stage), stage      # the stage loaded it, built

@@ -11,7 +11,7 @@ from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from diagnose.findings import rule_in
 from diagnose.tasks.rules import evaluator_rules
-from probes import helion_config, search as search_pin
+from probes import helion as helion_config, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -32,7 +32,8 @@ def _disallowed_baseline() -> Run:
 
 
 def _tuning(records: list[dict]) -> Run:
-    st = StageResult(name="tune", status=Status.OK, helion=records)
+    # each search as the helion probe's hook reports its end (probes/helion/hook.py)
+    st = StageResult(name="tune", status=Status.OK, probe_facts={"helion": [{"event": "tuned", **r} for r in records]})
     return _run("r1", Role.TUNING, st)
 
 

@@ -1,5 +1,5 @@
 """The record-based measures of a toggle's effect: the submission's torch.compile calls and recompiles, outer
-CUDA graph captures, what Triton's and Helion's autotuners and extension builds spent, the numeric settings,
+CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, the numeric settings,
 and a runtime switch's compile time. Each compares what the baseline's record shows with the variant's. Pure.
 """
 from __future__ import annotations
@@ -54,15 +54,17 @@ def captures_effect(base: Run, run: Run) -> Effect:
     return Effect(True, nv == 0 or (ib and not iv), what)
 
 
-def _stage_sum(run: Run, names: set[str], records: str) -> tuple[float, int]:
-    """Seconds and count of a library's records in the named stages (the stages both runs ran)."""
-    recs = [x for st in run.stages if st.name in names for x in getattr(st, records) or []]
+def _stage_sum(run: Run, names: set[str], records) -> tuple[float, int]:
+    """Seconds and count of a library's records in the named stages (the stages both runs ran): a StageResult
+    field's, or a probe's own (its `records(step)`, read from its facts)."""
+    recs = [x for st in run.stages if st.name in names
+            for x in (records(st) if callable(records) else getattr(st, records)) or []]
     return sum(float(x.get("seconds") or 0.0) for x in recs), len(recs)
 
 
-def library_effect(base: Run, run: Run, records: str, what: str) -> Effect:
-    """What a library spent (autotune, helion, builds) in the stages both runs ran: a toggle that pins or moves
-    it takes most of those seconds away."""
+def library_effect(base: Run, run: Run, records, what: str) -> Effect:
+    """What a library spent (autotune, helion, a probe's records) in the stages both runs ran: a toggle that pins
+    or moves it takes most of those seconds away."""
     names = {b.name for b, _ in stages_both(base, run)}
     sb, nb = _stage_sum(base, names, records)
     sv, nv = _stage_sum(run, names, records)
@@ -84,13 +86,14 @@ def numerics_effect(base: Run, run: Run) -> Effect:
     return Effect(True, bool(changed), f"settings changed: {', '.join(changed) or 'none'}")
 
 
-def switch_effect(base: Run, run: Run) -> Effect:
-    """A warm container: the compile and build seconds it should save, in the stages both ran."""
+def switch_effect(base: Run, run: Run, saves: list) -> Effect:
+    """A warm container: the compile and build seconds it should save, in the stages both ran (`saves`: the
+    records, by each probe's `records`, whose time a warm container saves beside the compile calls')."""
     names = {b.name for b, _ in stages_both(base, run)}
 
     def cost(r: Run) -> float:
         return sum((c.get("duration_us") or 0) / 1e6 for st in r.stages if st.name in names for c in st.compile) + \
-            _stage_sum(r, names, "builds")[0]
+            sum(_stage_sum(r, names, records)[0] for records in saves)
     b, v = cost(base), cost(run)
     if b <= 0.25:
         return Effect(None, None, f"{base.id} spent {b:.2f} s compiling and building: nothing a warm cache saves")

@@ -10,7 +10,8 @@ A toggle is not trusted to do what its label says. Each probe names in its INFO 
             is found again by its text, and its time counts as moved, not removed;
 - compile   the submission's torch.compile calls (their mode, fullgraph, dynamic, options) and recompiles;
 - captures  outer CUDA graph captures, and compiled code run inside one;
-- autotune, helion, builds   what the library records say it tuned or built, and for how long;
+- autotune, records  what the library records say it tuned or built, and for how long (records: the probe's
+            own, read from its facts by its `records` hook);
 - numerics  the numeric settings the submission computed under;
 - switch    a runtime switch (a warm container): the compile time it should save.
 
@@ -41,21 +42,24 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
     if run.source_sha == base.source_sha and not run.switches:
         return Effect(None, False, f"{run.id} ran the submission unchanged", identical=True)
     mod = BY_NAME.get(run.probe or "")
-    kind = mod.INFO.takes_away if mod is not None else None
-    if kind == "lines":
-        return _took(mod, base, run, _got_past(session, base, run, lines_effect(session, base, run, mod.INFO.sites)))
-    if kind == "compile":
-        return compile_effect(base, run)
-    if kind == "captures":
-        return captures_effect(base, run)
-    if kind in ("autotune", "helion", "builds"):
-        return library_effect(base, run, kind, {"autotune": "Triton autotuning", "helion": "Helion searches",
-                                                "builds": "extension builds"}[kind])
-    if kind == "numerics":
-        return numerics_effect(base, run)
-    if kind == "switch":
-        return switch_effect(base, run)
-    return Effect(None, None, "its probe names no measure of what its toggle takes away")
+    measure = MEASURES.get(mod.INFO.takes_away if mod is not None else None)
+    if measure is None:
+        return Effect(None, None, "its probe names no measure of what its toggle takes away")
+    return measure(session, base, run, mod)
+
+
+# What a toggle takes away (ProbeInfo.takes_away) -> how it is measured: (session, base, run, its probe) -> Effect
+MEASURES = {
+    "lines": lambda session, base, run, mod: _took(mod, base, run, _got_past(
+        session, base, run, lines_effect(session, base, run, mod.INFO.sites))),
+    "compile": lambda session, base, run, mod: compile_effect(base, run),
+    "captures": lambda session, base, run, mod: captures_effect(base, run),
+    "autotune": lambda session, base, run, mod: library_effect(base, run, "autotune", "Triton autotuning"),
+    # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
+    "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
+    "numerics": lambda session, base, run, mod: numerics_effect(base, run),
+    "switch": lambda session, base, run, mod: switch_effect(base, run, [BY_NAME[p].records for p in mod.SAVES]),
+}
 
 
 def _took(mod, base: Run, run: Run, e: Effect) -> Effect:

@@ -14,13 +14,9 @@ from diagnose.session import Run, Session, StageResult
 from diagnose.status import Status
 
 TOP = 5
-# The library mechanism a line's time went into (worker/sampler.py MECHANISMS), in words.
-MECHANISM_WORDS = {
-    "lock_wait:build": "waiting on a torch extension build's lock (FileBaton.wait)",
-    "triton_autotune": "Triton's autotuner (compiling and timing every config)",
-    "inductor_autotune": "Inductor's max-autotune (timing GEMM templates)",
-    "extension_build": "a torch C++/CUDA extension build (ninja, nvcc)",
-    "helion_autotune": "Helion's autotuner",
+# The library mechanisms a line's time went into (worker/sampler.py MECHANISMS) that no probe stands for, in words;
+# a probe says its own (its MECHANISM_WORDS, read through the registry).
+GENERIC_WORDS = {
     "triton_compile": "Triton compiling a kernel",
     "inductor_compile": "Inductor compiling",
     "dynamo": "torch.compile tracing (Dynamo)",
@@ -30,18 +26,25 @@ MECHANISM_WORDS = {
 }
 
 
-# The probe whose suspect a mechanism is, and what to do about it when no toggle was verified.
-
-
 def owner_probe(mechanism: str | None) -> str | None:
     """The probe whose toggle addresses time spent inside this mechanism (its INFO.mechanisms)."""
     from probes import REGISTRY
     return next((m.INFO.name for m in REGISTRY if mechanism and mechanism in m.INFO.mechanisms), None)
-MECHANISM_HINTS = {
-    "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
-                       "pre-build such an extension, so a stage only pays for it when the build does not fit there",
-    "triton_autotune": "; the GPU MODE maintainers advise against autotuning on the harness: pin the configs",
-}
+
+
+def mechanism_words(mechanism: str | None) -> str:
+    """A mechanism in words: its probe's, else the generic table's, else its own name."""
+    from probes import BY_NAME
+    owner = BY_NAME.get(owner_probe(mechanism) or "")
+    said = getattr(owner, "MECHANISM_WORDS", {}) if owner is not None else GENERIC_WORDS
+    return said.get(mechanism or "", mechanism or "")
+
+
+def mechanism_hint(mechanism: str | None) -> str:
+    """What to do about time inside a probe's mechanism when no toggle was verified ("; ..."), or ""."""
+    from probes import BY_NAME
+    owner = BY_NAME.get(owner_probe(mechanism) or "")
+    return getattr(owner, "MECHANISM_HINTS", {}).get(mechanism or "", "") if owner is not None else ""
 
 
 def mechanism(st: StageResult, phase: str, line: int) -> tuple[str, float] | None:
@@ -157,7 +160,7 @@ def describe(h: dict) -> str:
     if h.get("mechanism"):
         share = f" ({h['mechanism_share']:.0%} of that line's samples)" if h.get("mechanism_share") else \
             " (most of that line's samples over its first calls)"
-        inside = f", inside {MECHANISM_WORDS.get(h['mechanism'], h['mechanism'])}{share}"
+        inside = f", inside {mechanism_words(h['mechanism'])}{share}"
     over = h.get("over_first_calls")
     total = (f"; over the {over['calls']} first calls of {h['stage']} it ran in, {over['seconds']:.1f} s in all "
              f"(work paid again at every new shape)") if over else ""

@@ -45,11 +45,11 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     if st.status == Status.TIMEOUT and st.phase == "submission_import" and moved:
         sec = st.phase_s("submission_import")
         where = f" (line {site['line']})" if site else ""
-        inside = f", inside {hotspots.MECHANISM_WORDS[hot['mechanism']]}," if owner else ""
+        inside = f", inside {hotspots.mechanism_words(hot['mechanism'])}," if owner else ""
         narrative = (f"The work itself is too slow: {sec:.1f} s at import{where}{inside} until the deadline, and "
                      f"deferring it only moves it: {moved.id} ({moved.toggle}) then times out in "
                      f"{moved.failed_stage.name}/{moved.failed_stage.phase}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot['mechanism'], '') if owner else ''}.")
+                     f"{hotspots.mechanism_hint(hot['mechanism']) if owner else ''}.")
         conf, confirmed = confidence_of(session, [base, moved])
         return Cause(rank=0, suspects=[owner or moved.probe], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id, moved.id],
@@ -94,7 +94,7 @@ def _hot_or_code(session: Session, base: Run, site: dict | None, hot: dict | Non
         # toggle of it could be made or verified
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.HOT_SPOT, confidence=conf,
                      changes_outcome=False, narrative=f"The time goes here: {hotspots.describe(hot)}; {none}"
-                     f"{hotspots.MECHANISM_HINTS.get(hot.get('mechanism') or '', '')}." + _far(session, base, hot),
+                     f"{hotspots.mechanism_hint(hot.get('mechanism'))}." + _far(session, base, hot),
                      evidence=[base.id], site=hsite, confirmed=confirmed, hot_spot=hot)
     return _in_the_code(session, base, site, conf, confirmed, none)
 

@@ -1,6 +1,9 @@
-"""report.md's parts about the libraries that spend time for the submission: Triton's autotuner and torch's
-extension builds, from the baseline run's own records. Split from markdown.py, which assembles them."""
+"""report.md's parts about the libraries that spend time for the submission: Triton's autotuner, and each probe's
+own section (torch's extension builds), from the baseline run's own records. Split from markdown.py, which
+assembles them."""
 from __future__ import annotations
+
+from functools import partial
 
 from diagnose.output.text import code_span
 from diagnose.session import Session
@@ -31,22 +34,8 @@ def autotuning(s: Session) -> list[str]:
     return out + [""]
 
 
-def builds(s: Session) -> list[str]:
-    base = s.baseline
-    rows = [(f"{st.name}: compile step", b) for st in (base.stages if base else []) if st.compile_step
-            for b in st.compile_step.builds] + [(f"{st.name} stage", b) for st in (base.stages if base else [])
-                                                 for b in st.builds]
-    if not rows:
-        return []
-    out = ["## Extension builds", "", "Every load_inline / cpp_extension.load call of the baseline run, and what ninja "
-           "built in it (per output: nvcc or the C++ compiler, then the link):", "",
-           "| step | extension | seconds | ended | built (seconds each) |", "|---|---|---|---|---|"]
-    for step, b in rows[:12]:
-        cut = b.get("ok") is None
-        ended = "ok" if b.get("ok") else ("cut off, waiting on another process's build lock" if b.get("found_lock")
-                                          else "cut off, still building") if cut else "failed"
-        built = ", ".join(f"{code_span(o['output'])} {o['seconds']:.1f}" for o in (b.get("built") or [])[:6]) or \
-            ("—" if cut else "nothing (already built)")
-        out.append(f"| {step} | {code_span(str(b.get('name')))} | {float(b.get('seconds') or 0):.2f} | {ended} | "
-                   f"{built} |")
-    return out + [""]
+def probe_sections() -> list:
+    """Each probe's own section of the report (its `report` hook, probes/spec.py), in the registry's order: a
+    part like the ones above, given the renderer's code span."""
+    from probes import REGISTRY
+    return [partial(m.report, code=code_span) for m in REGISTRY if hasattr(m, "report")]

@@ -9,6 +9,7 @@ import re
 from diagnose.output import public
 from diagnose.output.text import code_span, fence, tail
 from diagnose.session import Session
+from probes import REGISTRY
 
 # What each folded section holds, as its <summary> says it (plain text: it is HTML, not Markdown)
 SUMMARIES = {
@@ -20,10 +21,10 @@ SUMMARIES = {
     "## Failure": "the exception, the stacks and stderr of the failed stage",
     "## Compile metrics": "torch.compile's seconds per layer, per run and stage",
     "## Autotuning": "Triton's autotuner per kernel and key",
-    "## Extension builds": "every extension build and what ninja built",
     "## State kept between processes": "what each step left in the container and who read it",
     "## Environment": "the machine, the harness, the container and the budgets",
 }
+SUMMARIES.update(m.REPORT for m in REGISTRY if hasattr(m, "REPORT"))     # each probe's own section: its words
 _LONG = 4        # a body of more non-empty lines than this (or any table or fence) is folded
 
 

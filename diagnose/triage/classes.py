@@ -5,9 +5,6 @@ state · harness rule · refusal · crash · wrong · outside the submission · 
 """
 from __future__ import annotations
 
-FIRST_CALL_KINDS = {"compile_mode": "compile", "recompile": "compile", "fullgraph": "compile",
-                    "graph_capture": "compile", "autotune": "autotune", "helion": "autotune",
-                    "extension_build": "build", "search": "search", "warmup": "warmup"}
 ORDER = ["compile step", "import", "first call", "steady state", "harness rule", "refusal", "crash", "wrong",
          "outside the submission", "inconclusive", "lost", "passed"]
 
@@ -31,13 +28,19 @@ def cause_class(row: dict, session: dict | None) -> str:
     if phase == "submission_import":
         return "import"
     if phase.startswith("first_call:") and status in ("timeout", "at_risk"):
-        kinds = sorted({FIRST_CALL_KINDS[s] for s in top.get("suspects") or [] if s in FIRST_CALL_KINDS})
+        kinds = sorted({k for s in top.get("suspects") or [] if (k := first_call_kind(s))})
         return "first call" + (f" ({', '.join(kinds)})" if kinds else "")
     if status == "crash":
         return "crash"
     if status == "wrong":
         return "wrong"
     return "steady state"
+
+
+def first_call_kind(probe: str) -> str | None:
+    """The word a probe's suspect groups a first-call timeout under (its TRIAGE), or None."""
+    from probes import BY_NAME      # the registry: each probe names its own class
+    return getattr(BY_NAME.get(probe), "TRIAGE", None)
 
 
 def order(cls: str) -> int:

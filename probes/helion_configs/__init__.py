@@ -20,10 +20,10 @@ from functools import partial
 
 from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
-from probes.helion_configs.evidence import chosen, searches, story, took
+from probes.helion_configs.evidence import chosen, records, searches, story, took
 from probes.helion_configs.pin import module_level, pin_one, pin_per_shape
 
-__all__ = ["INFO", "mechanism", "plan", "took"]
+__all__ = ["INFO", "RECORDS", "TRIAGE", "mechanism", "plan", "records", "took"]
 
 INFO = ProbeInfo("helion_configs", "Helion's search over a kernel's configs=[...] list at each new shape",
                  "the run: Helion's FiniteSearch over a kernel's own listed configs (kernel, shape, seconds, the "
@@ -31,8 +31,10 @@ INFO = ProbeInfo("helion_configs", "Helion's search over a kernel's configs=[...
                  "pin the config a tuning run's search chose, per shape (given to each shape's bound kernel), or one "
                  "config= for every shape",
                  describe="Helion compiling and benchmarking every config of a configs=[...] list at each new shape",
-                 sites=("helion",), needs_baseline=True, ranks={"per shape": 2}, takes_away="lines",
+                 sites=("helion",), needs_baseline=True, ranks={"per shape": 2}, takes_away="records",
                  hook="probes.helion_configs.hook")
+RECORDS = "Helion searches over a configs list"     # records() in words, for the measure of what a toggle took away
+TRIAGE = "autotune"
 
 
 def _toggles(ctx: PlanContext, found: dict[str, dict]) -> tuple[list[Toggle], list[str]]:

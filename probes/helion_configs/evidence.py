@@ -10,21 +10,25 @@ NAME = "helion_configs"
 
 
 def searches(run: Run | None) -> list[dict]:
-    """Every search over a configs=[...] list the run made: ended ones with the config they chose, and one a
-    deadline cut off (a start with no end) as open, charged up to the stage's last event."""
-    out = []
-    for st in (run.stages if run is not None else []):
-        if str(st.status) == "skipped":
-            continue
-        facts = st.probe_facts.get(NAME, [])
-        ended = {(e.get("kernel"), e.get("key")) for e in facts if e.get("event") == "end"}
-        for e in facts:
-            rec = {k: e.get(k) for k in ("kernel", "file", "line", "key", "phase", "configs")}
-            if e.get("event") == "end":
-                out.append({**rec, "stage": st.name, "seconds": e.get("seconds"), "config": e.get("config"),
-                            "error": e.get("error"), "done": e.get("config") is not None})
-            elif e.get("event") == "start" and (rec["kernel"], rec["key"]) not in ended:
-                out.append({**rec, "stage": st.name, "seconds": None, "config": None, "error": None, "done": False})
+    """Every search over a configs=[...] list the run made, stage by stage (`records`)."""
+    return [r for st in (run.stages if run is not None else []) if str(st.status) != "skipped"
+            for r in records(st)]
+
+
+def records(step) -> list[dict]:
+    """One step's searches: ended ones with the config they chose, and one the process's end cut off (a start
+    with no end) as open, timed up to that end."""
+    facts, out = (step.probe_facts or {}).get(NAME, []), []
+    ended = {(e.get("kernel"), e.get("key")) for e in facts if e.get("event") == "end"}
+    for e in facts:
+        rec = {k: e.get(k) for k in ("kernel", "file", "line", "key", "phase", "configs")}
+        if e.get("event") == "end":
+            out.append({**rec, "stage": step.name, "seconds": e.get("seconds"), "config": e.get("config"),
+                        "error": e.get("error"), "done": e.get("config") is not None})
+        elif e.get("event") == "start" and (rec["kernel"], rec["key"]) not in ended:
+            t, end = e.get("t"), getattr(step, "end_t", None)
+            out.append({**rec, "stage": step.name, "seconds": round(max(0.0, end - t), 3) if t and end else None,
+                        "config": None, "error": None, "done": False})
     return out
 
 

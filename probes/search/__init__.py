@@ -24,7 +24,7 @@ from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, Pro
 from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
 from probes.search.pin import pin, pin_returns
 
-__all__ = ["INFO", "mechanism", "plan", "took"]
+__all__ = ["INFO", "TRIAGE", "WORDS", "mechanism", "plan", "took"]
 
 INFO = ProbeInfo("search", "a search the code runs at each new shape, timing candidates and keeping the best",
                  "the run: the submission's code, in any thread, reading a clock (time's clocks, timeit, "
@@ -33,6 +33,10 @@ INFO = ProbeInfo("search", "a search the code runs at each new shape, timing can
                  "pin what the search picked in a tuning run, per shape, where the code reads it",
                  describe="a search written by hand, timing candidates at each new shape", sites=("search",),
                  needs_baseline=True, ranks={"pinned": 2}, takes_away="lines", hook="probes.search.hook")
+
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("memo",)
+TRIAGE = "search"
 
 
 def plan(ctx: PlanContext) -> Plan:

@@ -1,6 +1,6 @@
 """The parts of a stage record that come from one kind of event each: timing samples and their predictions,
-line samples, state kept on disk, library work (autotuning, builds), a problem evaluator's report. Takes a
-stage's events; fills its StageResult.
+line samples, state kept on disk, library work (autotuning), a probe's own events, a problem evaluator's report.
+Takes a stage's events; fills its StageResult.
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def state_of(ev: list[dict]) -> dict:
 
 
 def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
-    """Autotuning per (kernel, key), summed from its per-config events, and every extension build."""
+    """Autotuning per (kernel, key), summed from its per-config events."""
     mine = os.path.realpath(submission_file)
     tunes: dict[tuple, dict] = {}
     for e in ev:
@@ -104,33 +104,12 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
             r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"),
                      calls=e.get("calls"), parts=e.get("parts"))
     st.autotune = list(tunes.values())
-    st.builds = [{k: e.get(k) for k in ("name", "seconds", "ok", "built", "found_lock", "sources", "cflags",
-                                         "cuda_cflags", "with_cuda", "arch_list")}
-                 for e in ev if e["k"] == "extension_build"]
-    fill_helion(st, ev, mine, t_last)
-    started = [e for e in ev if e["k"] == "extension_build_start"]
-    for e in started[len(st.builds):]:     # still building when the process ended: how long it had run
-        st.builds.append({"name": e["name"], "ok": None, "built": [], "found_lock": e.get("found_lock"),
-                          "seconds": round(max(0.0, t_last - e["t"]), 3)})
+    st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
+    fill_probes(st, ev)
 
 
-def fill_helion(st: StageResult, ev: list[dict], mine: str, t_last: float) -> None:
-    """Each Helion search for a config (kernel, shape, case, seconds, config or error; done False where the
-    process ended inside it), and what a tuning run's searches written by hand kept (memo)."""
-    open_: list[dict] = []
-    for e in ev:
-        if e["k"] not in ("helion_tune_start", "helion_tuned"):
-            continue
-        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
-        rec = {"kernel": e["kernel"], "line": line, "shape": str(e.get("shape")), "case": e.get("case")}
-        if e["k"] == "helion_tune_start":
-            open_.append({**rec, "t": e["t"]})
-            continue
-        open_ = [o for o in open_ if (o["kernel"], o["shape"]) != (rec["kernel"], rec["shape"])]
-        st.helion.append({**rec, "seconds": e.get("seconds"), "config": e.get("config"), "error": e.get("error"),
-                          "done": e.get("config") is not None})
-    st.helion += [{**{k: v for k, v in o.items() if k != "t"}, "seconds": round(max(0.0, t_last - o["t"]), 3),
-                   "config": None, "error": None, "done": False} for o in open_]
+def fill_probes(st: StageResult, ev: list[dict]) -> None:
+    """What a tuning run's searches written by hand kept (memo), and each probe's own events."""
     st.memo = [{k: e.get(k) for k in ("name", "text", "entries", "bytes", "error")} for e in ev if e["k"] == "memo"]
     for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
         if e["k"] == "probe" and isinstance(e.get("probe"), str):

@@ -1,5 +1,5 @@
 """Phases around a problem's own evaluator: wrap the reference's generate_input and
-check_implementation, and the submission's custom_kernel, as those modules are imported, in whichever
+check_implementation, and the submission's custom_kernel, as those modules are imported (imports.py), in whichever
 process imports them (the evaluator's, or the pool worker it spawns).
 
 The evaluator runs them; the wrappers only mark time. A shape's first custom_kernel call is its
@@ -10,8 +10,6 @@ by the worker, so its edited lines and loops are watched as in the built-in harn
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.machinery
 import os
 import sys
 
@@ -78,36 +76,30 @@ def _wrap_kernel(fn, ins, state: _State, guard, num):
     return custom_kernel
 
 
-class _Loader(importlib.abc.Loader):
-    def __init__(self, inner, name: str, hooks: "Hooks"):
-        self.inner, self.name, self.hooks = inner, name, hooks
-
-    def create_module(self, spec):
-        return self.inner.create_module(spec)
-
-    def exec_module(self, module):
-        h = self.hooks
-        if self.name == "submission":
-            with open(module.__file__, "rb") as fh:
-                raw = fh.read()
-            code = compile(raw, module.__file__, "exec", dont_inherit=True)
-            h.ins.instrument(code, raw.decode("utf-8", "replace"))
-            with h.ins.phase("submission_import") if not h.ins.ch.phases else _null():
-                exec(code, module.__dict__)
-            h.guard.verify("after the submission's import")
-            if callable(getattr(module, "custom_kernel", None)):
-                module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard, h.num)
-            return
-        self.inner.exec_module(module)
-        if self.name == "reference":
-            h.num.reference(module)
-        if callable(getattr(module, "generate_input", None)):
-            h.judges["generate_input"] = module.generate_input
-            module.generate_input = _wrap_generate(module.generate_input, h.ins, h.state)
-        if callable(getattr(module, "check_implementation", None)):
-            h.judges["check_implementation"] = module.check_implementation
-            module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state, h.num)
-        h.guard.watch_module(self.name)
+def _exec(h: "Hooks", name: str, module, inner) -> None:
+    """The module's import, marked: the submission compiled here (its lines watched) inside submission_import,
+    its custom_kernel wrapped; the reference's functions wrapped after its own loader ran it."""
+    if name == "submission":
+        with open(module.__file__, "rb") as fh:
+            raw = fh.read()
+        code = compile(raw, module.__file__, "exec", dont_inherit=True)
+        h.ins.instrument(code, raw.decode("utf-8", "replace"))
+        with h.ins.phase("submission_import") if not h.ins.ch.phases else _null():
+            exec(code, module.__dict__)
+        h.guard.verify("after the submission's import")
+        if callable(getattr(module, "custom_kernel", None)):
+            module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard, h.num)
+        return
+    inner.exec_module(module)
+    if name == "reference":
+        h.num.reference(module)
+    if callable(getattr(module, "generate_input", None)):
+        h.judges["generate_input"] = module.generate_input
+        module.generate_input = _wrap_generate(module.generate_input, h.ins, h.state)
+    if callable(getattr(module, "check_implementation", None)):
+        h.judges["check_implementation"] = module.check_implementation
+        module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state, h.num)
+    h.guard.watch_module(name)
 
 
 class _null:
@@ -118,7 +110,7 @@ class _null:
         return False
 
 
-class Hooks(importlib.abc.MetaPathFinder):
+class Hooks:
     NAMES = ("reference", "submission")
 
     def __init__(self, ins, guard):
@@ -128,13 +120,9 @@ class Hooks(importlib.abc.MetaPathFinder):
         self.num = Watch(ins.ch, ins.torch)
 
     def install(self) -> None:
-        sys.meta_path.insert(0, self)
-
-    def find_spec(self, name, path, target=None):
-        if name not in self.NAMES:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(name, [os.getcwd()] + sys.path)
-        if spec is None or spec.loader is None:
-            return None
-        spec.loader = _Loader(spec.loader, name, self)
-        return spec
+        """Through the worker's one import hook (imports.py): each module found in the evaluator's folder first."""
+        from diagnose.runs.worker import imports
+        for name in self.NAMES:
+            imports.instead(name, lambda module, inner, n=name: _exec(self, n, module, inner),
+                            lambda: [os.getcwd()] + sys.path)
+        imports.install()

@@ -1,26 +1,18 @@
-"""Watch the libraries that spend a submission's time on its behalf: Triton's and Helion's autotuners and
-torch's C++/CUDA extension builds. The GPU MODE maintainers name these two more often than any other cause of a
-timeout ("do not autotune on KernelBot"; the compile step exists to pre-build load_inline extensions).
+"""Watch the libraries that spend a submission's time on its behalf: Triton's autotuner (a probe's own library
+watcher lives in its package: worker/plugins.py). The GPU MODE maintainers name autotuning more often
+than any other cause of a timeout ("do not autotune on KernelBot").
 
-Neither module is imported here before the submission imports it (cpp_extension alone imports setuptools):
-a finder on sys.meta_path wraps each one as it is first imported, and one already imported is wrapped at
-once. The wrappers only watch: what the library does and returns is unchanged.
+Neither module is imported here before the submission imports it: the worker's import hook (imports.py) wraps each
+one as it is first imported, and one already imported at once. The wrappers only watch: what the library does and
+returns is unchanged.
 
 Events:
 - autotune_config: one config of one key compiled and timed (kernel, key, config, seconds, ms), as it ends
 - autotune_done: a key's tuning finished (kernel, key, configs, seconds, winner)
-- helion_tune_start, helion_tuned: one Helion kernel's search for a config at a new shape, as it starts and
-  as it ends (kernel, shape, case, seconds, the config chosen, or the error that ended it)
-- extension_build_start, extension_build: one load_inline / load call as it starts, and as it ends (name,
-  sources, flags, seconds, what ninja built, whether the process found another's build lock first)
 """
 from __future__ import annotations
 
-import importlib.abc
-import inspect
 import math
-import os
-import sys
 import threading
 import time
 
@@ -101,160 +93,12 @@ def patch_autotuner(mod, ch) -> bool:
     return True
 
 
-def _ninja_log(build_dir: str | None) -> list[tuple[int, int, str]]:
-    """(start ms, end ms, output) per line of the build directory's .ninja_log."""
-    out = []
-    try:
-        with open(os.path.join(build_dir or "", ".ninja_log")) as fh:
-            for line in fh:
-                parts = line.rstrip("\n").split("\t")
-                if len(parts) >= 4 and parts[0].isdigit() and parts[1].isdigit():
-                    out.append((int(parts[0]), int(parts[1]), parts[3]))
-    except OSError:
-        pass
-    return out
-
-
-def patch_cpp_extension(mod, ch) -> bool:
-    orig = getattr(mod, "_jit_compile", None)
-    if orig is None or getattr(orig, "_diagnose_watched", False):
-        return False
-    try:
-        sig = inspect.signature(orig)
-    except (TypeError, ValueError):
-        return False
-
-    def _jit_compile(*args, **kwargs):
-        try:
-            a = sig.bind_partial(*args, **kwargs).arguments
-        except TypeError:
-            a = {}
-        build_dir = a.get("build_directory")
-        before = _ninja_log(build_dir)
-        lock = bool(build_dir) and os.path.exists(os.path.join(build_dir, "lock"))
-        # said at once: a build the deadline cuts off never reaches the event below
-        ch.emit("extension_build_start", name=str(a.get("name")), found_lock=lock)
-        t0, ok = time.perf_counter(), False
-        try:
-            out = orig(*args, **kwargs)
-            ok = True
-            return out
-        finally:
-            try:
-                after = _ninja_log(build_dir)
-                built = [{"output": o, "seconds": round((e - s) / 1000, 3)} for s, e, o in after[len(before):]]
-                ch.emit("extension_build", name=str(a.get("name")), ok=ok, seconds=round(time.perf_counter() - t0, 4),
-                        sources=[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20],
-                        cflags=[str(x) for x in (a.get("extra_cflags") or [])][:30],
-                        cuda_cflags=[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30],
-                        with_cuda=a.get("with_cuda"), built=built[:50], found_lock=lock,
-                        arch_list=os.environ.get("TORCH_CUDA_ARCH_LIST"))
-            except Exception:  # noqa: BLE001 - watching must never change the build's own ending
-                pass
-
-    _jit_compile._diagnose_watched = True
-    mod._jit_compile = _jit_compile
-    return True
-
-
-def _shapes(args) -> str:
-    """The arguments as Helion specialises on them: each tensor's shape and dtype, other values as they are."""
-    return ", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace('torch.', '')}" if hasattr(a, "shape") and
-                     hasattr(a, "dtype") else str(a)[:40] for a in args)[:300]
-
-
-def patch_helion(mod, ch) -> bool:
-    """Helion's BoundKernel.autotune: the search a kernel without a config runs at its first call per shape.
-    Said as it starts (a deadline can cut it off) and as it ends, with the config it chose as plain data."""
-    cls = getattr(mod, "BoundKernel", None)
-    if cls is None or getattr(cls, "_diagnose_watched", False):
-        return False
-    orig = cls.autotune
-
-    def autotune(self, args, *a, **kw):
-        fn = getattr(getattr(self, "kernel", None), "fn", None)
-        code = getattr(fn, "__code__", None)
-        who = {"kernel": getattr(fn, "__name__", "?"), "file": getattr(code, "co_filename", None),
-               "line": getattr(code, "co_firstlineno", None), "shape": _shapes(args), "case": ch.phase}
-        ch.emit("helion_tune_start", **who)
-        t0, cfg, err = time.perf_counter(), None, None
-        try:
-            cfg = orig(self, args, *a, **kw)
-            return cfg
-        except BaseException as e:
-            err = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300] if str(e).strip() else ''}"
-            raise
-        finally:
-            try:
-                plain = None if cfg is None else {str(k): v for k, v in dict(getattr(cfg, "config", {}) or {}).items()}
-                ch.emit("helion_tuned", **who, seconds=round(time.perf_counter() - t0, 4), config=plain, error=err)
-            except Exception:  # noqa: BLE001 - watching never changes the search's own ending
-                pass
-
-    cls.autotune = autotune
-    cls._diagnose_watched = True
-    return True
-
-
-PATCHES = {"triton.runtime.autotuner": patch_autotuner, "torch.utils.cpp_extension": patch_cpp_extension,
-           "helion.runtime.kernel": patch_helion}
-
-
-class _Wrap(importlib.abc.Loader):
-    """A module's own loader, and the patch applied once it has run."""
-
-    def __init__(self, loader, patch, ch):
-        self.loader, self.patch, self.ch = loader, patch, ch
-
-    def create_module(self, spec):
-        return self.loader.create_module(spec)
-
-    def __getattr__(self, name):      # get_source, get_filename, is_package ...: the module's own loader's
-        return getattr(self.loader, name)
-
-    def exec_module(self, module):
-        self.loader.exec_module(module)
-        try:
-            self.patch(module, self.ch)
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class _Finder(importlib.abc.MetaPathFinder):
-    def __init__(self, ch):
-        self.ch = ch
-
-    def find_spec(self, name, path, target=None):
-        patch = PATCHES.get(name)
-        if patch is None:
-            return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(name, path, target)
-            if spec is not None and spec.loader is not None and hasattr(spec.loader, "exec_module"):
-                spec.loader = _Wrap(spec.loader, patch, self.ch)
-                return spec
-        return None
-
-
-def watch_import(name: str, patch) -> None:
-    """Another patch (a probe's hook: worker/plugins.py) for a module, applied now if it is already imported."""
-    before = PATCHES.get(name)
-    PATCHES[name] = patch if before is None else (lambda mod, ch, a=before, b=patch: (a(mod, ch), b(mod, ch)))
-    if name in sys.modules and _CH:
-        try:
-            patch(sys.modules[name], _CH[0])
-        except Exception:  # noqa: BLE001
-            pass
-
-
-_CH: list = []
+PATCHES = {"triton.runtime.autotuner": patch_autotuner}
 
 
 def install(ch) -> None:
-    _CH[:] = [ch]
+    """Watch each library as it is imported (imports.py), and at once where it already is."""
+    from diagnose.runs.worker import imports
     for name, patch in PATCHES.items():
-        if name in sys.modules:
-            patch(sys.modules[name], ch)
-    sys.meta_path.insert(0, _Finder(ch))
+        imports.after(name, lambda mod, p=patch: p(mod, ch))
+    imports.install()

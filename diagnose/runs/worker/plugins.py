@@ -12,7 +12,11 @@ worker imports that module by the name the spec gives (so nothing here imports a
 - api.on_torch(fn)                fn(torch) once torch is imported, before the guard notes what judges timing
                                   (so a hook's watcher of a clock is the clock the guard knows)
 - api.on_stage_end(fn)            fn(stage) after the stage's own work returned, before the process ends
+- api.on_sample(pattern, name)    the sampler counts time below a frame whose file holds `pattern` as inside the
+                                  mechanism `name` (one of the probe's INFO.mechanisms), before the built-in ones
 - api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
+- api.submission                  the submission's own file (a real path: a frame whose file it is, is its code)
+- api.phase                       the harness's phase open now (None between phases)
 
 A hook that raises is dropped, and says so in one event: the stage runs on as the harness would run it.
 """
@@ -28,7 +32,12 @@ _TORCH_UP: list = []
 class Api:
     def __init__(self, probe: str, ch, submission: str):
         self.probe, self._ch = probe, ch
-        self.submission_dir = os.path.dirname(os.path.realpath(submission)) + os.sep
+        self.submission = os.path.realpath(submission)
+        self.submission_dir = os.path.dirname(self.submission) + os.sep
+
+    @property
+    def phase(self) -> str | None:
+        return self._ch.phase
 
     def emit(self, **fields) -> None:
         self._ch.emit("probe", probe=self.probe, **fields)
@@ -36,9 +45,16 @@ class Api:
     def on_phase(self, fn) -> None:
         self._ch.watchers.append(fn)
 
-    def on_import(self, module: str, patch) -> None:
-        from diagnose.runs.worker import libraries
-        libraries.watch_import(module, lambda mod, _ch: patch(mod))
+    @staticmethod
+    def on_import(module: str, patch) -> None:
+        from diagnose.runs.worker import imports
+        imports.after(module, patch)
+        imports.install()
+
+    @staticmethod
+    def on_sample(pattern: str, name: str) -> None:
+        from diagnose.runs.worker import sampler
+        sampler.own_mechanism(pattern, name)
 
     @staticmethod
     def on_stage_end(fn) -> None:

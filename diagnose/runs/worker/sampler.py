@@ -33,20 +33,25 @@ TOOL_ID = 4
 RAW_CAP = 3000          # raw samples kept per stage, for the trace (aggregates are never capped)
 # Where time inside a library call goes, by the library frames under the submission's own: the first
 # pattern (in this order) that any of those frames' files matches names the mechanism.
-MECHANISMS = (
-    ("torch/utils/file_baton.py", "lock_wait:build"),          # waiting on a torch extension build's lock
+# A probe's own mechanisms come first (its hook names them: plugins.py Api.on_sample).
+MECHANISMS = [
     ("triton/runtime/autotuner.py", "triton_autotune"),
     ("torch/_inductor/select_algorithm.py", "inductor_autotune"),
     ("torch/_inductor/autotune_process.py", "inductor_autotune"),
-    ("torch/utils/cpp_extension.py", "extension_build"),
-    ("helion/autotuner", "helion_autotune"),
     ("triton/compiler/", "triton_compile"),
     ("torch/_inductor/", "inductor_compile"),
     ("torch/_dynamo/", "dynamo"),
     ("torch/cuda/__init__.py", "cuda_init"),
     ("subprocess.py", "subprocess_wait"),
     ("threading.py", "lock_wait"),
-)
+]
+_OWN: list = []
+
+
+def own_mechanism(pattern: str, name: str) -> None:
+    """A probe's hook's mechanism (time below a frame of this file is time inside it), matched before the above."""
+    _OWN.append((pattern, name))
+    MECHANISMS.insert(len(_OWN) - 1, (pattern, name))
 
 
 class Sampler(threading.Thread):

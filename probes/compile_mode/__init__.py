@@ -27,6 +27,9 @@ INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",
                  seen=observed.frames_compiled,
                  mechanisms=("inductor_autotune",), takes_away="compile")
 
+MECHANISM_WORDS = {"inductor_autotune": "Inductor's max-autotune (timing GEMM templates)"}
+TRIAGE = "compile"
+
 # Modes that record CUDA graphs (cudagraph trees), and the same mode without them.
 RECORDS_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}
 GLOBALS = {"torch._inductor.config.max_autotune": "global max_autotune off",

@@ -13,6 +13,7 @@ INFO = ProbeInfo("cache", "a cold container: empty compile caches, no built exte
                  "compile records and files the baseline run wrote", "warm container (a copy of the baseline's)",
                  describe="an empty container (cold caches, nothing built)", sites=("compile",),
                  needs_baseline=True, fixes=False, bisect=False, takes_away="switch")
+SAVES = ("extension_build",)    # a warm container holds its built extensions: their build time is saved too
 
 
 def _kept(run) -> int:

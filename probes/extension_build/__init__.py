@@ -1,6 +1,6 @@
 """extension_build: does building a C++/CUDA extension (load_inline, cpp_extension.load) cost the time?
 
-Present when the baseline built one: each build's record (worker/libraries.py) says in which step it ran,
+Present when the baseline built one: each build's record (hook.py, read back by facts.py) says in which step it ran,
 how long it took, which outputs ninja built and for how long each (nvcc's per-file time), and whether the
 process found another's build lock. The harness's compile step (`python3 submission.py`, 120 s) exists to
 pre-build such extensions: a build that finishes inside it is not the cause, and the stages load it built.
@@ -17,6 +17,11 @@ from functools import partial
 from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.build_at_import import build_at_import, why_not
+from probes.extension_build.facts import builds, step_builds
+from probes.extension_build.report import REPORT, report
+
+__all__ = ["INFO", "MECHANISM_HINTS", "MECHANISM_WORDS", "RECORDS", "REPORT", "TRIAGE", "WORDS", "builds", "plan",
+           "records", "report"]
 
 INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc) at run time",
                  "the baseline's load_inline / cpp_extension.load builds (step, seconds, outputs, locks)",
@@ -24,21 +29,29 @@ INFO = ProbeInfo("extension_build", "building a C++/CUDA extension (ninja, nvcc)
                  "(a build on first use moved where the compile step builds it)",
                  describe="a C++/CUDA extension build (ninja, nvcc)", sites=("extension",), needs_baseline=True,
                  bisect=False, ranks={"only cost build time": 2, "architecture only": 2, "built at import": 3},
-                 mechanisms=("extension_build", "lock_wait:build"), takes_away="builds")
+                 mechanisms=("extension_build", "lock_wait:build"), takes_away="records",
+                 hook="probes.extension_build.hook")
+
+# The sampler's names for time inside torch's extension builds (worker/sampler.py), in words, and what to do about it
+MECHANISM_WORDS = {"lock_wait:build": "waiting on a torch extension build's lock (FileBaton.wait)",
+                   "extension_build": "a torch C++/CUDA extension build (ninja, nvcc)"}
+MECHANISM_HINTS = {
+    "extension_build": "; the harness's compile step (`python3 submission.py`, 120 s, before each stage) exists to "
+                       "pre-build such an extension, so a stage only pays for it when the build does not fit there",
+}
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("extension_build_start", "builds", "found_lock")    # its event kind and field before it had a hook
+RECORDS = "extension builds"     # its records (below), in words, for the measure of what a toggle took away
+TRIAGE = "build"
 
 BUILD_ONLY = {"-g", "-G", "-lineinfo", "--generate-line-info", "-Xptxas=-v", "--ptxas-options=-v",
               "--resource-usage", "-keep", "--keep"}
 ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code")
 
 
-def builds(run) -> list[dict]:
-    """Every build the run's steps made, with the step it ran in."""
-    out = []
-    for st in (run.stages if run else []):
-        for label, step in ((f"{st.name}: compile step", st.compile_step), (f"{st.name} stage", st)):
-            for b in (step.builds if step is not None else []):
-                out.append({**b, "step": label, "killed": step.killed, "limit_s": step.budget_s})
-    return out
+def records(step) -> list[dict]:
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    return step_builds(step)
 
 
 PAIRED = ("-Xptxas", "-gencode", "--generate-code", "-arch", "-code")

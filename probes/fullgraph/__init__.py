@@ -15,6 +15,8 @@ INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile",
                  requires=("compile_mode",),
                  seen=observed.frames_compiled, takes_away="compile")
 
+TRIAGE = "compile"
+
 
 def off(source: str) -> str:
     return set_kw(source, None, "fullgraph", "False")

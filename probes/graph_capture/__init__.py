@@ -22,6 +22,10 @@ INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions"
                  requires=("compile_mode",),
                  seen=lambda run: observed.outer_captures(run) > 0, takes_away="captures")
 
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("capture_begin", "capture_end", "captures")
+TRIAGE = "compile"
+
 HELPER = '''
 
 class _diagnose_eager_graph:

@@ -7,7 +7,7 @@ to 1 and to 3 repetitions, however its count is written: a literal, a constant, 
 attribute (the `range(...)` at the loop is edited, not the constant, so nothing else changes), a
 counter bound, or an elapsed-time bound (which becomes 0: the loop is skipped). A range() count computed by a
 call (`range(_warmup_steps(x))`) is two suspects in one edit, the passes and the call: they are also run apart
-(warmup_call.py), and the cause names the one the runs show.
+(call.py), and the cause names the one the runs show.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from diagnose.facts import observed
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL, first_call
 from diagnose.source.edits import apply_edits
 from diagnose.source.scan import scan_source
-from probes import warmup_call
+from probes.warmup import call as warmup_call
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import searches as found_searches
 
@@ -29,6 +29,8 @@ INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  describe="the warmup iteration count", sites=("warmup",),
                  ranks={warmup_call.STILL: 2, warmup_call.GONE: 2},
                  figures=lambda session: figures(session), takes_away="lines", yields_to=("search",))
+
+TRIAGE = "warmup"
 
 
 def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[str, ...] = (),

@@ -21,6 +21,10 @@ INFO = ProbeInfo("recompile", "recompiles per new shape or value",
                  ranks={"dynamic=True": 3}, requires=("compile_mode",),
                  seen=lambda run: bool(observed.recompile_records(run)), takes_away="compile")
 
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("recompile_start",)
+TRIAGE = "compile"
+
 
 def recompiles(run) -> list[dict]:
     return observed.recompile_records(run)

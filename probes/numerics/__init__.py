@@ -22,6 +22,9 @@ INFO = ProbeInfo("numerics", "numeric settings the reference computes under and 
                  describe="computing under other numeric settings than the reference (TF32, matmul precision, "
                           "deterministic algorithms, default dtype)", sites=(), takes_away="numerics")
 
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("numerics",)
+
 STATEMENTS = {
     "cuda.matmul.allow_tf32": "torch.backends.cuda.matmul.allow_tf32 = {v!r}",
     "cudnn.allow_tf32": "torch.backends.cudnn.allow_tf32 = {v!r}",

@@ -23,6 +23,14 @@ INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  describe="Triton's autotuner compiling and timing every config at run time", sites=("autotune",),
                  needs_baseline=True, ranks={"pinned": 2, "key without": 3},
                  mechanisms=("triton_autotune",), takes_away="autotune")
+
+MECHANISM_WORDS = {"triton_autotune": "Triton's autotuner (compiling and timing every config)"}
+MECHANISM_HINTS = {
+    "triton_autotune": "; the GPU MODE maintainers advise against autotuning on the harness: pin the configs",
+}
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("autotune_config", "autotune_done")
+TRIAGE = "autotune"
 CHURN = 0.8     # a key argument with a new value on at least this share of the calls retunes on (almost) every call
 
 

@@ -19,6 +19,7 @@ from diagnose.source.edits import apply_edits, kw_edit
 from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from diagnose.findings import rule_in
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
+from probes.helion.facts import step_searches
 
 INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a config)",
                  "@helion.kernel without config= in the source, and the baseline's Helion searches (kernel, shape, "
@@ -26,19 +27,31 @@ INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a co
                  "pin the configs a tuning run found, per shape: into the file's per-shape table, else config= or "
                  "configs= on the decorator",
                  describe="Helion's autotuner searching for a config at run time", sites=("helion",),
-                 needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",), takes_away="helion")
+                 needs_baseline=True, ranks={"pinned": 2}, mechanisms=("helion_autotune",), takes_away="records",
+                 hook="probes.helion.hook")
+
+MECHANISM_WORDS = {"helion_autotune": "Helion's autotuner"}
+# The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
+WORDS = ("helion_tune_start", "helion_tuned")    # its event kinds before it had a hook
+RECORDS = "Helion searches"     # its records (records() below), in words, for the measure of what a toggle took away
+TRIAGE = "autotune"
 DISALLOWED = "AutotuningDisallowedInEnvironment"
 
 
 def searches(run, listed: frozenset = frozenset()) -> list[dict]:
     """The run's Helion searches, but those of kernels declared with configs=[...] (`listed`): Helion never runs
     its autotuner for those, only a search over the list (the helion_configs probe's)."""
-    return [h for st in (run.stages if run else []) if st.status != "skipped" for h in st.helion
+    return [h for st in (run.stages if run else []) if st.status != "skipped" for h in step_searches(st)
             if h.get("kernel") not in listed]
 
 
 def _listed(ctx: PlanContext) -> frozenset:
     return frozenset(s.details["kernel"] for s in ctx.scan.of("helion") if s.details["configs"])
+
+
+def records(step) -> list[dict]:
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    return step_searches(step)
 
 
 def _failure(run) -> str:

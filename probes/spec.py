@@ -1,0 +1,161 @@
+"""What a probe provides: the written contract that `register()` checks every probe against at import.
+
+A probe is one package, probes/<name>/, whose __init__ holds (or re-exports) the hooks below, and one line of
+the registry (probes/__init__.py). diagnose/ reaches a probe only through these names, so a hook that is
+missing or takes the wrong arguments fails at import, naming the probe and the hook, not deep inside a run.
+
+Required:
+- INFO: ProbeInfo                         what the suspect is, where the scan finds it, how its toggles rank
+                                          (probes/base.py); INFO.name is the package's name
+- plan(ctx: PlanContext) -> Plan          toggles for this source and evidence, or why the probe does not run
+
+Optional (absent means: nothing of that kind):
+- mechanism(session, base) -> str | None  the suspect's whole cost in the baseline, one sentence for the cause
+- took(base, run) -> (bool, str) | None   whether the variant's run itself shows the suspect's work gone,
+                                          overriding the time measure (None: its evidence cannot say)
+- WORDS: tuple[str, ...]                  the words that carry its evidence in a run (event kinds, fact keys):
+                                          tests/test_structure.py checks that diagnose/ names them in at most
+                                          two files, so its knowledge stays here
+- MECHANISM_WORDS: dict[str, str]         each of INFO.mechanisms (the sampler's name for time spent inside a
+                                          library) in words, for a hot spot's sentence
+- MECHANISM_HINTS: dict[str, str]         what to do about time inside one of them when no toggle was verified
+                                          (a clause starting "; ")
+- TRIAGE: str                             the word a triage table groups a first-call timeout under when this
+                                          probe's suspect is the cause ("compile", "build", ...)
+- records(step) -> list[dict]             its evidence records in one step (a StageResult), each with its
+                                          `seconds`, read from its facts: with INFO.takes_away "records", what
+                                          its toggle takes away is measured on them (analysis/effects.py)
+- RECORDS: str                            those records in words ("extension builds"), for that measure
+- report(session, code) -> list[str]      its section of report.md, Markdown lines ([]: none); `code` is the
+                                          renderer's code span for any text of the run
+- REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
+- SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
+                                          the switch saves, beside the compile calls
+- INFO.hook                               its worker hook, a module of its own package with `install(api)`
+                                          (diagnose/runs/worker/plugins.py); its events come back, per stage, in
+                                          StageResult.probe_facts[INFO.name]
+"""
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from types import ModuleType
+
+from probes.base import ProbeInfo
+
+
+class ProbeContractError(TypeError):
+    """A registered probe does not provide what spec.py lists: a programming error, named at import."""
+
+
+@dataclass(frozen=True)
+class Hook:
+    name: str
+    required: bool
+    params: tuple[str, ...] | None     # a function's positional parameters; None: an attribute
+    kind: type | None = None           # an attribute's type
+    says: str = ""
+
+
+HOOKS = (
+    Hook("INFO", True, None, ProbeInfo, "what the suspect is (probes/base.py ProbeInfo)"),
+    Hook("plan", True, ("ctx",), says="plan(ctx: PlanContext) -> Plan"),
+    Hook("mechanism", False, ("session", "base"), says="mechanism(session, base) -> str | None"),
+    Hook("took", False, ("base", "run"), says="took(base, run) -> tuple[bool, str] | None"),
+    Hook("WORDS", False, None, tuple, "the words that carry its evidence (event kinds, fact keys)"),
+    Hook("MECHANISM_WORDS", False, None, dict, "each of INFO.mechanisms, in words"),
+    Hook("MECHANISM_HINTS", False, None, dict, "what to do about time inside a mechanism"),
+    Hook("TRIAGE", False, None, str, "its triage class of a first-call timeout"),
+    Hook("records", False, ("step",), says="records(step) -> list[dict], each with its seconds"),
+    Hook("RECORDS", False, None, str, "its records, in words"),
+    Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
+    Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
+    Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
+)
+# Hooks that only make sense together, and what INFO.takes_away a measure on them needs
+PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",)}
+
+
+def _positional(fn) -> int | None:
+    """How many positional arguments fn accepts (None: any number)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None
+    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
+
+
+def _hook_problems(module: ModuleType) -> list[str]:
+    out = []
+    for h in HOOKS:
+        if not hasattr(module, h.name):
+            if h.required:
+                out.append(f"it has no {h.name} ({h.says})")
+            continue
+        value = getattr(module, h.name)
+        if h.params is None:
+            if not isinstance(value, h.kind):
+                out.append(f"{h.name} is a {type(value).__name__}, not a {h.kind.__name__} ({h.says})")
+            continue
+        if not callable(value):
+            out.append(f"{h.name} is a {type(value).__name__}, not a function ({h.says})")
+            continue
+        n = _positional(value)
+        if n is not None and n != len(h.params):
+            out.append(f"{h.name} takes {n} argument(s), the contract passes {len(h.params)}: {h.says}")
+    return out
+
+
+def _word_problems(module: ModuleType) -> list[str]:
+    info = module.INFO
+    out = [f"WORDS holds {w!r}, not a word" for w in getattr(module, "WORDS", ()) if not isinstance(w, str) or not w]
+    for table in ("MECHANISM_WORDS", "MECHANISM_HINTS"):
+        stray = sorted(set(getattr(module, table, {})) - set(info.mechanisms))
+        if stray:
+            out.append(f"{table} names {', '.join(stray)}, which INFO.mechanisms does not list")
+    unsaid = sorted(set(info.mechanisms) - set(getattr(module, "MECHANISM_WORDS", {})))
+    if unsaid:
+        out.append(f"MECHANISM_WORDS does not say {', '.join(unsaid)} (each of INFO.mechanisms, in words)")
+    return out
+
+
+def _pair_problems(module: ModuleType) -> list[str]:
+    out = [f"it has {a} without {b}" for pair in PAIRS for a, b in (pair, pair[::-1])
+           if hasattr(module, a) and not hasattr(module, b)]
+    kind = module.INFO.takes_away
+    out += [f"INFO.takes_away is {kind!r}, which measures its {need}: it has none" for need in NEEDS.get(kind, ())
+            if not hasattr(module, need)]
+    report = getattr(module, "REPORT", ("## ", ""))
+    if len(report) != 2 or not str(report[0]).startswith("## "):
+        out.append(f"REPORT is {report!r}, not (a '## ' heading, what its fold holds)")
+    return out
+
+
+def problems(module: ModuleType) -> list[str]:
+    """What a probe module lacks or has wrong against the contract, one line each (empty: it holds)."""
+    out = _hook_problems(module)
+    if out and not isinstance(getattr(module, "INFO", None), ProbeInfo):
+        return out
+    info = module.INFO
+    package = module.__name__.split(".")[-1]
+    if not (getattr(module, "__path__", None) and module.__name__ == f"probes.{package}"):
+        out.append("it is not a package of probes/ (probes/<name>/__init__.py)")
+    elif info.name != package:
+        out.append(f"INFO.name is {info.name!r}, its package is {package!r}: the worker names its facts by the "
+                   f"package")
+    if info.hook and not info.hook.startswith(module.__name__ + "."):
+        out.append(f"its hook {info.hook} is not a module of its own package")
+    return out + _word_problems(module) + _pair_problems(module)
+
+
+def register(modules: list[ModuleType]) -> list[ModuleType]:
+    """The registry, each probe checked against the contract: a wrong or missing hook fails here, at import."""
+    wrong = [f"{m.__name__}: {p}" for m in modules for p in problems(m)]
+    names = [m.INFO.name for m in modules if isinstance(getattr(m, "INFO", None), ProbeInfo)]
+    wrong += [f"two probes are named {n!r}" for n in sorted({n for n in names if names.count(n) > 1})]
+    if wrong:
+        raise ProbeContractError("a probe does not hold to probes/spec.py:\n  " + "\n  ".join(wrong))
+    return list(modules)
