@@ -3,8 +3,21 @@
 Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
 the most useful evidence. Adding a suspect means adding a package (what spec.py lists) and an entry here.
 """
-from probes import (autotune, cache, compile_mode, extension_build, fullgraph, graph_capture, helion,
-                    helion_configs, import_init, numerics, recompile, search, warmup)
+from probes import (
+    autotune,
+    cache,
+    compile_mode,
+    extension_build,
+    fullgraph,
+    graph_capture,
+    helion,
+    helion_configs,
+    import_init,
+    numerics,
+    recompile,
+    search,
+    warmup,
+)
 from probes.spec import register
 
 REGISTRY = register([

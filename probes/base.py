@@ -18,7 +18,6 @@ from typing import Callable
 
 from diagnose.session import Run
 from diagnose.source.scan import ScanResult, scan_source
-
 from diagnose.status import PlanState
 
 # TUNE: its toggle needs a search's result that no timed run reached: the engine runs one tuning run (every

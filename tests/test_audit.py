@@ -5,11 +5,11 @@ import json
 
 import pytest
 
+from diagnose.analysis import bisector, summary
 from diagnose.analysis.audit import RULES, audit
 from diagnose.findings import Cause, Cleared
-from diagnose.status import Confidence, Status
-from diagnose.analysis import bisector, summary
 from diagnose.session import Role
+from diagnose.status import Confidence, Status
 from tests.builders import run, session
 from tests.conftest import cli
 from tests.test_renderers import US, healthy_session, interaction_session
@@ -179,7 +179,7 @@ def _broken():
     s.inconclusive.append(no_probe_session().inconclusive[0])
     out.append(("no-probe-claims", s))
 
-    from tests.test_timing_solo import at_risk_beside    # at risk, from a stage that shared its GPU
+    from tests.test_timing_solo import at_risk_beside  # at risk, from a stage that shared its GPU
     out.append(("timing-solo", at_risk_beside()))
     return out
 

@@ -4,8 +4,7 @@ import textwrap
 import pytest
 import torch
 
-from diagnose.source.edits import unified_diff
-from diagnose.source.edits import set_kw
+from diagnose.source.edits import set_kw, unified_diff
 from diagnose.source.scan import scan_source
 from probes import BY_NAME, REGISTRY
 from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext

@@ -122,6 +122,7 @@ def test_a_variant_runs_niced_and_so_do_the_processes_it_starts(tmp_path):
     niceness the engine gave the job; a job with none runs at this process's own."""
     import os
     import sys
+
     from diagnose.runs.runner.child import Limits
     from diagnose.runs.runner.isolate import run_child
     # (a moment's sleep first: the niceness is set as the process starts, not before its first instruction)

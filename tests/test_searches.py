@@ -6,10 +6,10 @@ import ast
 import json
 from pathlib import Path
 
+from diagnose.findings import rule_in
 from diagnose.session import Role, Run, StageResult
 from diagnose.source.scan import scan_source
 from diagnose.status import Status
-from diagnose.findings import rule_in
 from diagnose.tasks.rules import evaluator_rules
 from probes import helion as helion_config, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext

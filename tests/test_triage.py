@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 import time
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import FIXTURES, ROOT, cli
-from itertools import pairwise
 
 FILES = {"healthy.py": FIXTURES / "healthy.py", "loop_forever.py": FIXTURES / "loop_forever.py",
          "raises.py": FIXTURES / "raises.py", "sigkill_self.py": FIXTURES / "hostile" / "sigkill_self.py"}

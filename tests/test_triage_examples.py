@@ -3,10 +3,10 @@ sessions each command saved, are the rows of one card, and no card ran two tasks
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 
 from diagnose.triage.rows import row_of
 from tests.conftest import ROOT
-from itertools import pairwise
 
 EXAMPLE = ROOT / "reports" / "examples" / "triage-2gpu"
 SAME = ("leaderboard", "problem", "status", "class", "line", "fix")

@@ -3,12 +3,12 @@ on one card as on two. Needs a CUDA GPU (and two for the scaling test) and Dask 
 from __future__ import annotations
 
 import json
+from itertools import pairwise
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import EXAMPLES, FIXTURES, cli, has_cuda
-from itertools import pairwise
 
 pytestmark = [pytest.mark.gpu, pytest.mark.skipif(not has_cuda(), reason="needs a CUDA GPU"), pytest.mark.e2e]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.errors import BadInput
 from diagnose.cli.ledger_file import LedgerFile as Ledger
+from diagnose.errors import BadInput
 from diagnose.triage.ledger import JSONL, KEY_FILE, rerun, sign
 from tests.conftest import FIXTURES, ROOT, cli
 

@@ -1,10 +1,9 @@
 """A predicted stage time carries its uncertainty, and no verdict rests on a range that crosses the budget."""
 import random
 
-from diagnose.runs import harness
-
 from diagnose.analysis import summary
 from diagnose.analysis.audit import audit
+from diagnose.runs import harness
 from diagnose.status import Status
 from tests.test_renderers import healthy_session
 

@@ -147,7 +147,7 @@ def _cleared(s: Session) -> list[Finding]:
             if r.exercised is False:
                 out.append(Finding("cleared-acted", claim, f"{rid} never executed its edited lines"))
             if base is not None and info is not None and info.moves_work and r.failed_stage and base.failed_stage:
-                from diagnose.analysis.comparison import is_later, failure_point
+                from diagnose.analysis.comparison import failure_point, is_later
                 if is_later(failure_point(r), failure_point(base)):
                     out.append(Finding("cleared-acted", claim, f"{rid} failed later, where the moved work ran: "
                                                                f"the work moved, it did not go"))

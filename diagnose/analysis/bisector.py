@@ -23,19 +23,28 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis.comparison import (WORDS, broken_by_edit, compare, confidence_of, passed_all, probe_site,
-                                          seconds_saved, single_runs, toggle_rank)
-from diagnose.analysis.clearing import cleared
 from diagnose.analysis.cause_story import combination_story, each_alone
+from diagnose.analysis.clearing import cleared
+from diagnose.analysis.comparison import (
+    WORDS,
+    broken_by_edit,
+    compare,
+    confidence_of,
+    passed_all,
+    probe_site,
+    seconds_saved,
+    single_runs,
+    toggle_rank,
+)
 from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.effect_parts import not_apart
 from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import WAITS, confirmations, effective, far, thin, unjudged
-from diagnose.findings import Cause, Inconclusive
 from diagnose.analysis.fix_choice import choose_fix
 from diagnose.analysis.too_far import OVER
-from diagnose.facts.measures import geomean, steady_us
 from diagnose.analysis.unfixed import unfixed_cause
+from diagnose.facts.measures import geomean, steady_us
+from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, CauseKind, Compared, Confidence, Status
 from probes import BY_NAME, ORDER

@@ -13,7 +13,6 @@ from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
 from probes import BY_NAME
 
-
 WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
          Status.AT_RISK: "the budget risk", Status.TAMPERED: "the tampering"}
 

@@ -24,8 +24,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diagnose.analysis.effect_calls import (captures_effect, compile_effect, library_effect, numerics_effect,
-                                            switch_effect)
+from diagnose.analysis.effect_calls import (
+    captures_effect,
+    compile_effect,
+    library_effect,
+    numerics_effect,
+    switch_effect,
+)
 from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
 from diagnose.analysis.effect_record import Effect
 from diagnose.facts.observed import loops

@@ -10,12 +10,11 @@ import math
 from diagnose.analysis import carried, evidence
 from diagnose.analysis.comparison import passed_all, toggle_rank
 from diagnose.analysis.evidence import effective
-from diagnose.findings import Fix, FixCost
 from diagnose.facts.measures import geomean, steady_us
+from diagnose.findings import Fix, FixCost
 from diagnose.session import Role, Run, Session
 from diagnose.status import Status
 from probes import BY_NAME
-
 
 # Two H100 runs of one Round 9 variant differed by up to 1.7 % in steady state (92.5 and 94.1 µs per call)
 FIX_TIE_REL = 0.02

@@ -5,12 +5,11 @@ Nothing here measures; everything is computed from phases, compile records and t
 from __future__ import annotations
 
 from diagnose.analysis import carried, evidence
-from diagnose.findings import Verdict
 from diagnose.facts.measures import first_call, geomean, recompiles, steady_us
+from diagnose.findings import Verdict
 from diagnose.runs.harness import RUNNER_ALLOWANCE, WIDE_MARGIN
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
-
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:

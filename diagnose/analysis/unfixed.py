@@ -8,11 +8,10 @@ from diagnose.analysis import carried, hotspots
 from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
 from diagnose.analysis.effects import credit, effect
 from diagnose.analysis.evidence import effective, far, thin, unjudged
-from diagnose.findings import Cause, Inconclusive
+from diagnose.analysis.not_looked import clause, looked, not_looked
+from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
-from diagnose.findings import CUT, clip, rule_in
-from diagnose.analysis.not_looked import clause, looked, not_looked
 from probes import BY_NAME
 from probes.base import CANNOT_TOGGLE, TUNE
 

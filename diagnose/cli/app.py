@@ -22,10 +22,25 @@ from rich.markup import escape
 
 import diagnose
 from diagnose.cli.exits import BAD_INPUT, INTERNAL, REFUSED, help_text, stopped_code
+from diagnose.cli.options import (
+    BUDGET,
+    COMPILE_BUDGET,
+    GPUS,
+    JOBS,
+    PROBES,
+    PROBLEM,
+    PROBLEMS_ROOT,
+    QUIET,
+    SMALL,
+    STAGES,
+    SUBMISSION,
+    TASK,
+    VERBOSE,
+    Shared,
+    _Command,
+)
 from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
 from diagnose.errors import BadInput, Refused
-from diagnose.cli.options import (BUDGET, COMPILE_BUDGET, GPUS, JOBS, PROBES, PROBLEM, PROBLEMS_ROOT, QUIET, SMALL,
-                                  STAGES, SUBMISSION, TASK, VERBOSE, Shared, _Command)
 
 try:   # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as _cx
@@ -89,9 +104,9 @@ def run(
     runner: Optional[str] = RUNNER,
 ):
     """Run a submission as the harness would, probe every suspect, and report ranked causes and a fix."""
+    from diagnose.cli.exits import exit_code
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
-    from diagnose.cli.exits import exit_code
     prep = prepare(Inputs(submission, Shared.of(ctx.params), full=full, max_rss=max_rss, keep=keep,
                           sample_repeats=sample_repeats, sample=not no_sample, repeat=repeat))
     if fix is not None and fix.is_dir():
@@ -126,9 +141,9 @@ def check(
 ):
     """Pre-submit check: the static scan plus one cold predicted harness pass, no probes. It ends in one word:
     SAFE (PASSED ON CPU without a GPU), AT RISK, FAILS, INCONCLUSIVE, INTERRUPTED or CANNOT JUDGE HERE."""
+    from diagnose.cli.exits import check_exit
     from diagnose.cli.files import OutDir
     from diagnose.cli.prepare import Inputs, prepare
-    from diagnose.cli.exits import check_exit
     from diagnose.output.console import check_header, check_lines
     from diagnose.source.risks import static_risks
     prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))

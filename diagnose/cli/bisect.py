@@ -9,6 +9,7 @@ they do not differ); 3: this machine cannot judge them.
 """
 from __future__ import annotations
 
+import datetime as dt
 import time
 from pathlib import Path
 
@@ -38,11 +39,10 @@ def _texts(first: Path, second: Path | None, git: str | None) -> tuple[str, str]
 
 def bisect(first: Path, second: Path | None, git: str | None, opts: Shared, out_dir: Path | None,
            diagnose_after: bool, quiet: bool, verbose: bool, runner: str | None) -> int:
-    import datetime as dt
-    from diagnose.source import ast_diff
-    from diagnose.engine.edit_search import EditSearch
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
+    from diagnose.engine.edit_search import EditSearch
+    from diagnose.source import ast_diff
     good_text, bad_text = _texts(first, second, git)
     outdir = OutDir(out_dir or Path("reports") / f"bisect-{first.stem}-{dt.datetime.now():%Y%m%d-%H%M%S-%f}",
                     "--out")
@@ -106,9 +106,9 @@ def _say_edits(edits) -> None:
 
 def _diagnose_minimal(outdir, source: str, opts: Shared, quiet: bool, verbose: bool, runner: str | None):
     """The usual diagnosis of GOOD plus the minimal edits, so the report says why they fail."""
+    from diagnose.cli.exits import exit_code
     from diagnose.cli.files import OutDir, write_atomic
     from diagnose.cli.prepare import Inputs, prepare
-    from diagnose.cli.exits import exit_code
     path = outdir.path / "minimal.py"
     write_atomic(path, source)
     prep = prepare(Inputs(path, opts))

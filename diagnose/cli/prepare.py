@@ -120,11 +120,11 @@ def _walls_asked() -> dict:
 
 
 def prepare(i: Inputs) -> Prepared:
-    from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.protocol import Depth
+    from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.settings import Settings
-    from diagnose.source.scan import scan_source
     from diagnose.session import Session
+    from diagnose.source.scan import scan_source
     from diagnose.source.submission import load_submission
     from diagnose.tasks.loader import load_task, stage_files
     o = i.opts.check()                   # every shared value, before any work

@@ -17,9 +17,9 @@ from pathlib import Path
 from rich.markup import escape
 
 from diagnose.cli.files import OutDir, write_atomic
+from diagnose.cli.ledger_file import LedgerFile
 from diagnose.cli.options import Shared, gpu_list
 from diagnose.cli.wiring import Signals, err, out
-from diagnose.cli.ledger_file import LedgerFile
 from diagnose.triage.ledger import JSONL, Ledger, resume
 
 MD, CSV, DASK_LOG = "triage.md", "triage.csv", ".triage-dask.log"

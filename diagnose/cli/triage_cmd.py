@@ -7,8 +7,18 @@ from typing import List, Optional
 
 import typer
 
-from diagnose.cli.options import (BUDGET, COMPILE_BUDGET, PROBES, PROBLEM, PROBLEMS_ROOT, SMALL, STAGES, TASK, Shared,
-                                  _Command)
+from diagnose.cli.options import (
+    BUDGET,
+    COMPILE_BUDGET,
+    PROBES,
+    PROBLEM,
+    PROBLEMS_ROOT,
+    SMALL,
+    STAGES,
+    TASK,
+    Shared,
+    _Command,
+)
 
 
 def register(app) -> None:

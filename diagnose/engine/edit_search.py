@@ -14,11 +14,11 @@ is recorded as such. A time-based outcome that other runs may have skewed is rer
 from __future__ import annotations
 
 from diagnose.analysis import evidence
-from diagnose.analysis.ddmin import ddmin
 from diagnose.analysis.comparison import broken_by_edit
-from diagnose.findings import Verdict
+from diagnose.analysis.ddmin import ddmin
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotJudge
+from diagnose.findings import Verdict
 from diagnose.session import Role, Run
 from diagnose.source import ast_diff
 from diagnose.status import NO_EVIDENCE, Status

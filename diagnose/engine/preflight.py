@@ -4,9 +4,9 @@ needs_gpu.
 """
 from __future__ import annotations
 
-from diagnose.findings import CUT, Verdict, clip
-from diagnose.errors import BadInput
 from diagnose.engine.runs import RunPool
+from diagnose.errors import BadInput
+from diagnose.findings import CUT, Verdict, clip
 from diagnose.session import Role
 from diagnose.status import Status
 

@@ -17,7 +17,6 @@ DUMP_FD_ENV = "DIAGNOSE_DUMP_FD"     # the read end of the stack-dump request pi
 CHILD_ENV = "DIAGNOSE_CHILD"         # for a problem's own evaluator's subprocess: where to send its events
 from diagnose.runs.jail_names import JAIL_ENV, JAIL_SCRIPT, STEP_PID, WALLS_ENV  # noqa: E402,F401 - shared names
 
-
 NUM = (int, float)
 # Event kinds the worker emits -> the fields each must carry, and their types. The child runs untrusted code:
 # the parent's event parser (runner/events.py) keeps whatever does not fit as an anomaly.

@@ -171,6 +171,7 @@ def _close_sockets(libc, sockets, root: str) -> int:
     namespace does not close them (a path socket is found through the file system), nor does a read-only mount
     (connecting writes nothing). Those bound later than the run's start stay open. Returns how many were closed."""
     import stat
+
     from diagnose.runs.worker.container import under
     closed = 0
     for path in dict.fromkeys(sockets):

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from diagnose.errors import BadInput, Refused
 from diagnose.findings import clip
+from diagnose.source.bindings import bindings, binds_dynamically
 from diagnose.source.refusals import refusals
-from diagnose.source.bindings import binds_dynamically, bindings
 
 ENTRY = "custom_kernel"
 

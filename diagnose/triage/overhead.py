@@ -10,8 +10,8 @@ host: another host's clock is not this one's.
 """
 from __future__ import annotations
 
-from statistics import median
 from itertools import pairwise
+from statistics import median
 
 
 def _ms(s: float) -> str:

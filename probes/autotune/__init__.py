@@ -12,8 +12,8 @@ import json
 from functools import partial
 
 from diagnose.source.edits import apply_edits
-from probes.build_at_import import warm_in_main
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+from probes.build_at_import import warm_in_main
 
 INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  "the autotuner's record in the baseline run (configs compiled and timed per key, seconds, winner, "

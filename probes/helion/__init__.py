@@ -15,9 +15,9 @@ from __future__ import annotations
 import json
 from functools import partial
 
-from diagnose.source.edits import apply_edits, kw_edit
-from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
 from diagnose.findings import rule_in
+from diagnose.source.edits import apply_edits, kw_edit
+from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.helion.facts import step_searches
 

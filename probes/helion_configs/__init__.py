@@ -18,7 +18,7 @@ import json
 from collections import Counter
 from functools import partial
 
-from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
+from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
 from probes.helion_configs.evidence import chosen, records, searches, story, took
 from probes.helion_configs.pin import module_level, pin_one, pin_per_shape

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from functools import partial
 
-from diagnose.source.refusals import LIMIT_BYTES     # KernelBot refuses a file over it
+from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
 from probes.search.pin import pin, pin_returns

@@ -19,8 +19,8 @@ import sys
 import threading
 import time
 
-from probes.search.returns import Returns
 from probes.search.places import _places, changed
+from probes.search.returns import Returns
 from probes.search.watch import CLOCKS, Search, literal_text
 
 ARMED = ("first_call:", "tune:")

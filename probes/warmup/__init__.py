@@ -18,9 +18,9 @@ from diagnose.facts import observed
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL, first_call
 from diagnose.source.edits import apply_edits
 from diagnose.source.scan import scan_source
-from probes.warmup import call as warmup_call
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import searches as found_searches
+from probes.warmup import call as warmup_call
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "

@@ -11,9 +11,9 @@ import re
 from functools import partial
 
 from diagnose.facts import observed
+from diagnose.facts.count_calls import count_calls, returns_int
 from diagnose.facts.measures import NOISE_ABS
 from diagnose.session import Role, Run
-from diagnose.facts.count_calls import count_calls, returns_int
 from diagnose.source.scan import scan_source
 from diagnose.status import NO_EVIDENCE, Status
 from probes.base import Toggle

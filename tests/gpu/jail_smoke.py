@@ -8,9 +8,8 @@ import time
 from pathlib import Path
 
 from diagnose.runs.runner.child import Limits
-from diagnose.runs.runner.container import Container
+from diagnose.runs.runner.container import Container, child_env
 from diagnose.runs.runner.isolate import run_child
-from diagnose.runs.runner.container import child_env
 from diagnose.runs.runner.stages import StageRunner
 from diagnose.runs.settings import Settings
 from diagnose.tasks.loader import load_task

@@ -124,9 +124,9 @@ def bare_loop(repeats: int = 30, rounds: int = 3) -> dict:
     import torch
     task = ROOT / "diagnose" / "tasks" / "fp8_dual_gemm"
     sys.path[:0] = [str(task), str(ROOT / "examples")]
+    import baseline
     import reference
     import yaml
-    import baseline
     cases = yaml.safe_load((task / "task.yml").read_text())["benchmarks"]
     flush = torch.empty(int(torch.cuda.mem_get_info()[0] * 0.5) // 4, dtype=torch.float32, device="cuda")
     out = {}

@@ -17,7 +17,6 @@ import psutil
 
 from diagnose.runs.protocol import MARKER_ENV as MARKER
 
-
 # A submission can SIGSTOP this process (its parent). A stopped process cannot continue itself, and the
 # worker that would may already be gone; so a keeper outside every run's process group and session
 # continues us. When we die, even by SIGKILL, the workers die with us (their parent-death signal) and

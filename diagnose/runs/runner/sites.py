@@ -10,7 +10,6 @@ import re
 
 from diagnose.runs.runner import TOOL_ROOT
 
-
 _SITE_PACKAGES = re.compile(r'(?<=["\s])/[^"\s]*?/(site-packages|dist-packages)/')
 
 

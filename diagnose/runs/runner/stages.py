@@ -20,16 +20,16 @@ from pathlib import Path
 
 from diagnose.runs import harness
 from diagnose.runs.protocol import Depth, WorkerSpec
-from diagnose.runs.settings import Settings
 from diagnose.runs.runner import Job, wait_to_start
 from diagnose.runs.runner.arbiter import GpuArbiter
-from diagnose.runs.runner.container import SPAWNED_DIR, Container, changed, child_env, group_of
 from diagnose.runs.runner.child import Limits, describe_process
+from diagnose.runs.runner.container import SPAWNED_DIR, Container, changed, child_env, group_of
 from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.runs.runner.walls_check import isolation, jail_for
+from diagnose.runs.settings import Settings
 from diagnose.session import Run, StageResult
 from diagnose.status import ENDS_RUN, Status
 from diagnose.tasks.loader import spec_line, stage_cases, stage_files

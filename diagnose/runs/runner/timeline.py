@@ -5,15 +5,21 @@ the status follows from the events, the exit code and why we stopped it.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import os
+from dataclasses import dataclass
 
 from diagnose.runs.harness import in_pool_worker, lost_task
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy, undouble
-from diagnose.runs.runner.stage_facts import (fill_libraries, fill_samples, needs_gpu_reason, parse_report,
-                                              report_failure, state_of, timing_of)
+from diagnose.runs.runner.stage_facts import (
+    fill_libraries,
+    fill_samples,
+    needs_gpu_reason,
+    parse_report,
+    report_failure,
+    state_of,
+    timing_of,
+)
 from diagnose.session import Contention, Phase, StageResult
 from diagnose.status import Status
 

@@ -21,6 +21,7 @@ import types
 from diagnose.runs.protocol import CHILD_ENV
 from diagnose.runs.worker.hooks import Hooks
 
+
 def _spawn_with_bootstrap(ctx, fds: list[int]) -> None:
     """Children spawned by multiprocessing run diagnose.runs.worker.bootstrap first, and inherit our
     descriptors (spawn closes every other one)."""

@@ -124,6 +124,7 @@ def _lent(spec: WorkerSpec) -> list[str]:
     """What this machine lends every run to read: the system's places, the Python installation and its import
     path as the process starts (before the submission can add to it), the tool, the CUDA installation."""
     import site
+
     from diagnose.runs.worker.state import SYSTEM
     env = os.environ
     dirs = [*SYSTEM, sys.prefix, sys.base_prefix, sys.exec_prefix, *spec.tool_paths, *sys.path,
@@ -207,9 +208,9 @@ def _setup(spec: WorkerSpec, ch, lock, report_fd):
     """torch, the device, the instruments and the guard, the harness's argv, and the reference: the stage's
     context, or the worker's own exit code (3) when any of it fails."""
     pid = os.getpid()
-    from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
-    from diagnose.runs.worker.ctx import Ctx
     from diagnose.runs.worker import plugins
+    from diagnose.runs.worker.ctx import Ctx
+    from diagnose.runs.worker.instrument import Instruments  # noqa: E402 - after the guards are armed
     from diagnose.runs.worker.stages import load_reference
 
     torch = None

@@ -7,8 +7,16 @@ from __future__ import annotations
 import ast
 
 from diagnose.source.scan.model import Site, literal, span
-from diagnose.source.scan.names import (AUTOTUNE, CAPTURE_CTX, CHEAP_CALLS, COMPILE, EXTENSION_LOADS, GRAPHED,
-                                        SETTINGS_CALLS, TIME_FUNCS)
+from diagnose.source.scan.names import (
+    AUTOTUNE,
+    CAPTURE_CTX,
+    CHEAP_CALLS,
+    COMPILE,
+    EXTENSION_LOADS,
+    GRAPHED,
+    SETTINGS_CALLS,
+    TIME_FUNCS,
+)
 
 # a loop written as a comprehension: [work() for _ in range(n)] repeats work as a for statement does
 COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
