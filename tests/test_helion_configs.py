@@ -88,8 +88,8 @@ def test_the_pinned_file_gives_each_known_shape_its_config_before_the_first_call
 
 
 def test_the_hook_records_a_search_over_the_listed_configs_and_nothing_else():
-    sent, phases = [], []
-    api = types.SimpleNamespace(emit=lambda **f: sent.append(f), on_phase=phases.append,
+    sent = []
+    api = types.SimpleNamespace(emit=lambda **f: sent.append(f), phase="first_call:n=1",
                                 on_import=lambda name, patch: patch(mod))
 
     class FiniteSearch:
@@ -105,7 +105,6 @@ def test_the_hook_records_a_search_over_the_listed_configs_and_nothing_else():
     mod = types.ModuleType("helion.autotuner.finite_search")
     mod.FiniteSearch = FiniteSearch
     hook.install(api)
-    phases[0]("begin", "first_call:n=1", {})
 
     def code():
         pass

@@ -26,7 +26,7 @@ def records(step) -> list[dict]:
             out.append({**rec, "stage": step.name, "seconds": e.get("seconds"), "config": e.get("config"),
                         "error": e.get("error"), "done": e.get("config") is not None})
         elif e.get("event") == "start" and (rec["kernel"], rec["key"]) not in ended:
-            t, end = e.get("t"), getattr(step, "end_t", None)
+            t, end = e.get("t"), step.end_t
             out.append({**rec, "stage": step.name, "seconds": round(max(0.0, end - t), 3) if t and end else None,
                         "config": None, "error": None, "done": False})
     return out

@@ -33,11 +33,6 @@ def _listed(search) -> bool:
 
 
 def install(api) -> None:
-    phase: list = [None]
-
-    def on_phase(when, name, _fields):
-        phase[0] = name if when == "begin" else None
-
     def patch(mod) -> None:
         cls = getattr(mod, "FiniteSearch", None)
         if cls is None or getattr(cls, "_diagnose_listed", False):
@@ -47,7 +42,7 @@ def install(api) -> None:
         def autotune(self, *a, **kw):
             if not _listed(self):
                 return orig(self, *a, **kw)
-            who = _who(self, phase[0])
+            who = _who(self, api.phase)
             api.emit(event="start", **who)
             t0, cfg, err = time.perf_counter(), None, None
             try:
@@ -63,5 +58,4 @@ def install(api) -> None:
         cls.autotune = autotune
         cls._diagnose_listed = True
 
-    api.on_phase(on_phase)
     api.on_import("helion.autotuner.finite_search", patch)
