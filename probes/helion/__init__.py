@@ -75,16 +75,10 @@ def config_text(cfg: dict, cls: str) -> str:
 
 
 def _set_kw(source: str, kernel: str, kw: str, value: str) -> str:
-    """`kw=value` on the @helion.kernel of `kernel` (a configs= already there takes the pinned list instead)."""
-    edits = []
-    for s in sites(source, "helion"):
-        d = s.details
-        if d["kernel"] != kernel:
-            continue
-        if "configs" in d["kw_spans"]:
-            edits.append((d["kw_spans"]["configs"], value if value.startswith("[") else f"[{value}]"))
-        else:
-            edits.append(kw_edit(source, d["kw_spans"], kw, value, bare=d["bare_span"], call=d["call_span"]))
+    """`kw=value` on the @helion.kernel of `kernel`. A kernel declared with configs= never gets here: the plan
+    leaves it to the helion_configs probe (`_listed`)."""
+    edits = [kw_edit(source, s.details["kw_spans"], kw, value, bare=s.details["bare_span"], call=s.details["call_span"])
+             for s in sites(source, "helion") if s.details["kernel"] == kernel]
     return apply_edits(source, edits)
 
 
@@ -113,12 +107,11 @@ def pin_table(source: str, kernel: str, found: str) -> str:
 
 
 def pin_decorator(source: str, kernel: str, found: str) -> str:
-    """config= (one config) or configs= (several) on the kernel's decorator."""
-    cfgs = json.loads(found)
+    """config= on the kernel's decorator: the one config of `found` (never configs=[several], which Helion
+    searches again at each new shape)."""
+    (cfg,) = json.loads(found)
     cls = next(s.details["config_class"] for s in sites(source, "helion") if s.details["kernel"] == kernel)
-    texts = [config_text(c, cls) for c in cfgs]
-    return _set_kw(source, kernel, "config", texts[0]) if len(texts) == 1 else \
-        _set_kw(source, kernel, "configs", "[" + ", ".join(texts) + "]")
+    return _set_kw(source, kernel, "config", config_text(cfg, cls))
 
 
 def _size(before: str, after: str) -> str:
