@@ -1,9 +1,8 @@
 """The session: everything one diagnosis measured and concluded, and the only thing renderers read.
 
-It is saved after every stage of every run (see cli.py) and can be re-rendered offline with
-`diagnose report`. Raw evidence stays in it (events, timing samples, exit codes, signals, stacks, output
-tails, lock waits, load); summaries are derived from it. Conclusions are typed records, each naming the
-runs behind it. Bump SCHEMA_VERSION on any change that breaks a reader.
+Saved after every stage of every run, re-rendered offline with `diagnose report`. Raw evidence stays in it (events,
+timing samples, exits, signals, stacks, output tails, lock waits, load); summaries are derived from it. Conclusions
+are typed records, each naming the runs behind it. Bump SCHEMA_VERSION on any change that breaks a reader.
 """
 from __future__ import annotations
 
@@ -14,10 +13,14 @@ from dataclasses import dataclass, field, fields, is_dataclass
 from diagnose.findings import Cause, Cleared, Fix, Inconclusive, Verdict
 from diagnose.status import ENDS_RUN, Status, Warning_
 
-SCHEMA_VERSION = 4
-READABLE = (2, 3, 4)     # 2: the compile step was a stage of its own; 3: LIFTED; every field since has a default
-# Schema 3's per-probe fields -> the probe whose facts they are now, and the event of its hook each record reads as
-LIFTED = {"builds": ("extension_build", "built"), "helion": ("helion", "tuned")}
+SCHEMA_VERSION = 5
+READABLE = (2, 3, 4, 5)    # 2: the compile step was a stage of its own; 3, 4: LIFTED; every field since has a default
+# Older schemas' per-probe StageResult fields -> the probe whose facts they are now, and the event of its hook each
+# record reads as (a dict field is one record). One line each, in the order they left.
+LIFTED = {
+    "builds": ("extension_build", "built"),     # schema 3
+    "helion": ("helion", "tuned"),              # schema 3
+}
 
 
 @dataclass
@@ -96,10 +99,8 @@ class StageResult:
     # The harness's compile step (`python3 submission.py`) before it in the same container: shown, never deciding
     compile_step: "StageResult | None" = None
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
-    # Triton's autotuning per (kernel, key) (worker/libraries.py): {kernel, line, key, tried, seconds, winner, ...}
-    autotune: list = field(default_factory=list)
-    # a tuning run's module-level dicts (WorkerSpec.memo) {name, text, entries, bytes, error}
-    memo: list = field(default_factory=list)
+    autotune: list = field(default_factory=list)   # Triton's, per (kernel, key): {kernel, line, key, tried, ...}
+    memo: list = field(default_factory=list)   # a tuning run's module-level dicts {name, text, entries, bytes, error}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
@@ -124,7 +125,8 @@ class StageResult:
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
         known = {f.name for f in fields(cls)}
-        lifted = {probe: [{"event": ev, **r} for r in d[old]] for old, (probe, ev) in LIFTED.items() if d.get(old)}
+        lifted = {probe: [{"event": ev, **r} for r in ([d[old]] if isinstance(d[old], dict) else d[old])]
+                  for old, (probe, ev) in LIFTED.items() if d.get(old)}
         d = {k: v for k, v in d.items() if k in known}
         d["probe_facts"] = {**(d.get("probe_facts") or {}), **lifted}
         d["status"] = Status(d["status"])
@@ -243,8 +245,7 @@ class Session:
         if d["schema_version"] not in READABLE:
             newer = d["schema_version"] > SCHEMA_VERSION
             raise ValueError(f"session schema {d['schema_version']} is {'newer' if newer else 'older'} than this "
-                             f"diagnose reads ({SCHEMA_VERSION}); " + ("upgrade diagnose" if newer else
-                                                                         "run the diagnosis again"))
+                             f"diagnose reads ({SCHEMA_VERSION}); {'upgrade diagnose' if newer else 'run it again'}")
         known = {f.name for f in fields(cls)}
         d = {k: v for k, v in d.items() if k in known}
         d["runs"] = [Run.from_dict(r) for r in d.get("runs", [])]

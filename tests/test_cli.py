@@ -143,7 +143,7 @@ def test_run_healthy_writes_the_contract_and_exits_0(tmp_path):
     assert res.returncode == 0, res.stderr + res.stdout
     assert sorted(p.name for p in out.iterdir()) == ["report.md", "session.json", "trace.json"]
     s = json.loads((out / "session.json").read_text())
-    assert s["schema_version"] == 4 and s["complete"] is True
+    assert s["schema_version"] == 5 and s["complete"] is True
     assert s["verdict"]["status"] == "ok" and s["causes"] == [] and s["fix"] is None
     # the compile step runs before each stage, inside its record; the stages alone are the run's stages
     stages = s["runs"][0]["stages"]
