@@ -3,6 +3,7 @@
 Probes that can change the outcome (a crash, a hang) come first, so an interrupted diagnosis still holds
 the most useful evidence. Adding a suspect means adding a package (what spec.py lists) and an entry here.
 """
+from diagnose.source.scan import ScanResult, scan_source
 from probes import (
     autotune,
     cache,
@@ -37,6 +38,19 @@ REGISTRY = register([
 ])
 BY_NAME = {m.INFO.name: m for m in REGISTRY}
 ORDER = [m.INFO.name for m in REGISTRY]
+
+
+def scan(source: str, tree=None) -> ScanResult:
+    """Every suspect's sites in a source: the scan's own (compile calls, compiler settings), then each probe's
+    finder in the registry's order (graph_capture's captures come before warmup's loops, which read them)."""
+    return scan_source(source, tree, [m.find for m in REGISTRY if hasattr(m, "find")])
+
+
+def static_risks(sites: list[dict]) -> list[dict]:
+    """What `check` warns of from the scan alone (the session's scan, as dicts), in line order; on one line, in
+    the registry's order."""
+    out = [r for m in REGISTRY if hasattr(m, "risks") for r in m.risks(sites)]
+    return sorted(out, key=lambda r: r["line"])
 
 
 def worker_hooks() -> list[str]:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from diagnose.session import Run
-from diagnose.source.scan import ScanResult, scan_source
+from diagnose.source.scan import ScanResult
 from diagnose.status import PlanState
 
 # TUNE: its toggle needs a search's result that no timed run reached: the engine runs one tuning run (every
@@ -106,5 +106,6 @@ class ProbeInfo:
 
 def sites(source: str, suspect: str):
     """Re-scan a (possibly already edited) source: toggles locate their sites afresh each time."""
-    return scan_source(source).of(suspect)
+    from probes import scan  # the registry, which imports every probe and so this module: not at import
+    return scan(source).of(suspect)
 

@@ -31,6 +31,11 @@ Optional (absent means: nothing of that kind):
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
+- find(scan) -> None                      its scan finder (find.py): adds its suspect's sites (INFO.sites) to the
+                                          Scanner it is given (diagnose/source/scan/scanner.py), with the spans its
+                                          toggles edit; probes.scan runs every probe's, in the registry's order
+- risks(scan) -> list[dict]               what `check` warns of from the scan alone, before any run:
+                                          {line, severity: error|warning, message}, from the scan's site dicts
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
                                           StageResult.probe_facts[INFO.name]
@@ -71,6 +76,8 @@ HOOKS = (
     Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
     Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
+    Hook("find", False, ("scan",), says="find(scan: Scanner) -> None, adding its sites"),
+    Hook("risks", False, ("scan",), says="risks(scan: list[dict]) -> list[dict], each {line, severity, message}"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
 PAIRS = (("records", "RECORDS"), ("report", "REPORT"))

@@ -13,8 +13,7 @@ from diagnose.analysis import bisector, summary
 from diagnose.analysis.audit import audit
 from diagnose.session import Session
 from diagnose.source.edits import unified_diff
-from diagnose.source.scan import scan_source
-from probes import warmup
+from probes import scan as scan_source, warmup
 from probes.base import PlanContext
 from tests.builders import run, session
 from tests.conftest import FIXTURES, cli

@@ -19,7 +19,7 @@ from rich.console import Console
 from diagnose.findings import CUT, clip
 from diagnose.output import console, markdown
 from diagnose.session import Session
-from diagnose.source.risks import static_risks
+from probes import static_risks
 from tests.conftest import ROOT
 
 

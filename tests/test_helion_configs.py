@@ -8,8 +8,7 @@ import json
 import types
 
 from diagnose.session import Session
-from diagnose.source.scan import scan_source
-from probes import helion_configs
+from probes import helion_configs, scan as scan_source
 from probes.base import RUN, TUNE, PlanContext
 from probes.helion_configs import hook
 from probes.helion_configs.evidence import chosen, searches, took

@@ -9,9 +9,8 @@ import pytest
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run, StageResult
-from diagnose.source.scan import scan_source
 from diagnose.status import Status
-from probes import BY_NAME, autotune
+from probes import BY_NAME, autotune, scan as scan_source
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
 from probes.extension_build.facts import step_builds
 from tests.conftest import FIXTURES, cli

@@ -5,8 +5,7 @@ import pytest
 import torch
 
 from diagnose.source.edits import set_kw, unified_diff
-from diagnose.source.scan import scan_source
-from probes import BY_NAME, REGISTRY
+from probes import BY_NAME, REGISTRY, scan as scan_source
 from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext
 from probes.graph_capture import capture_off
 from probes.import_init import defer

@@ -1,7 +1,7 @@
 """The static scan on the seed-derived fixtures and on tricky code."""
 import textwrap
 
-from diagnose.source.scan import scan_source
+from probes import scan as scan_source
 from tests.conftest import EXAMPLES
 
 
@@ -233,3 +233,28 @@ def test_import_work_skips_settings_and_cheap_objects_and_finds_heavy_forms():
 def test_a_source_too_deep_to_parse_is_reported_not_raised():
     r = scan_source("x = " + " + ".join(["1"] * 100000) + "\ndef custom_kernel(d): return d\n")
     assert r.sites == [] and "could not scan" in r.error
+
+
+def test_each_suspects_sites_come_from_its_own_probes_finder():
+    """The scan finds what every suspect shares (compile calls, compiler settings); every other site kind comes
+    from one probe's finder (its package's find.py), which finds the sites its INFO.sites reads: a site kind that
+    two finders made, or that no probe reads, would be knowledge of one probe kept in another place."""
+    import probes
+    from diagnose.source.scan import scan_source as own_scan
+    from tests.conftest import FIXTURES
+    sources = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))] + \
+        [p.read_text(encoding="utf-8") for p in sorted(EXAMPLES.glob("*.py"))]
+    own = {s.suspect for src in sources for s in own_scan(src).sites}
+    assert own == {"compile", "config"}, own
+    made: dict[str, set[str]] = {}
+    for m in probes.REGISTRY:
+        if hasattr(m, "find"):
+            kinds = {s.suspect for src in sources for s in own_scan(src, finders=[m.find]).sites} - own
+            assert kinds, f"{m.INFO.name}'s finder found nothing in {len(sources)} sources: this checks nothing"
+            made.update({k: made.get(k, set()) | {m.INFO.name} for k in kinds})
+            assert set(m.INFO.sites) - own <= kinds, (m.INFO.name, m.INFO.sites, kinds)
+    assert all(len(by) == 1 for by in made.values()), made
+    read = {k for m in probes.REGISTRY for k in m.INFO.sites}
+    assert set(made) - read <= {"helion_table"}, set(made) - read     # a per-shape table: the helion pins edit it
+    full = {s.suspect for src in sources for s in probes.scan(src).sites}
+    assert full == own | set(made)

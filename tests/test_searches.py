@@ -8,10 +8,9 @@ from pathlib import Path
 
 from diagnose.findings import rule_in
 from diagnose.session import Role, Run, StageResult
-from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from diagnose.tasks.rules import evaluator_rules
-from probes import helion as helion_config, search as search_pin
+from probes import helion as helion_config, scan as scan_source, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
 
 FIXTURES = Path(__file__).parent / "fixtures"

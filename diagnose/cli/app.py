@@ -145,7 +145,7 @@ def check(
     from diagnose.cli.files import OutDir
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.output.console import check_header, check_lines
-    from diagnose.source.risks import static_risks
+    from probes import static_risks
     prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     if not quiet:

@@ -124,9 +124,9 @@ def prepare(i: Inputs) -> Prepared:
     from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.settings import Settings
     from diagnose.session import Session
-    from diagnose.source.scan import scan_source
     from diagnose.source.submission import load_submission
     from diagnose.tasks.loader import load_task, stage_files
+    from probes import scan
     o = i.opts.check()                   # every shared value, before any work
     positive("--max-rss", i.max_rss)
     at_least("--repeat", i.repeat, 1)
@@ -168,7 +168,7 @@ def prepare(i: Inputs) -> Prepared:
                                "files": sorted(stage_files(t, sub.source)),
                                # this machine's places, which a report shows as placeholders (output/public.py)
                                "places": _places()}},
-        scan=scan_source(sub.source, sub.tree).to_list())
+        scan=scan(sub.source, sub.tree).to_list())
     from diagnose.engine.run_state import VARIANT_NICE
     session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {o.gpus}" if gpu_ids else "") + \
         ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +

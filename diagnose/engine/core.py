@@ -29,9 +29,8 @@ from diagnose.errors import BadInput
 from diagnose.runs.runner import Runner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
-from diagnose.source.scan import scan_source
 from diagnose.source.submission import Submission
-from probes import REGISTRY, deciding
+from probes import REGISTRY, deciding, scan
 
 
 class Engine:
@@ -43,7 +42,7 @@ class Engine:
         self.sub, self.session, self.settings, self.runner = sub, session, settings, runner
         self.pool = RunPool(session, sub.source, settings, runner, stop=stop, on_save=on_save,
                             on_run_done=on_run_done, on_stage=on_stage)
-        self.planner = Planner(self.pool, sub, scan_source(sub.source, sub.tree))
+        self.planner = Planner(self.pool, sub, scan(sub.source, sub.tree))
         self.concl = Conclusions(self.pool, on_verdict)
 
     @property

@@ -12,6 +12,7 @@ import json
 from functools import partial
 
 from diagnose.source.edits import apply_edits
+from probes.autotune.find import find  # noqa: F401 - its scan finder (spec.py: find)
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.build_at_import import warm_in_main
 

@@ -37,6 +37,13 @@ GLOBALS = {"torch._inductor.config.max_autotune": "global max_autotune off",
            "torch._inductor.config.max_autotune_gemm": "global max_autotune_gemm off"}
 
 
+def risks(scan: list[dict]) -> list[dict]:
+    """What `check` warns of before any run (spec.py): a max-autotune mode pays its search in every new container."""
+    return [{"line": s["line"], "severity": "warning", "message": f"mode={s['details']['mode']} autotunes per shape, "
+             f"cold in every new container"} for s in scan if s["suspect"] == "compile"
+            and s["details"].get("mode") in ("max-autotune", "max-autotune-no-cudagraphs")]
+
+
 def describe(fixing: list[str]) -> str:
     """Dropping only the mode's CUDA graphs fixed it: the mode's own CUDA graphs are the suspect, not
     compiling as such."""

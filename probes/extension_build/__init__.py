@@ -18,6 +18,7 @@ from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.build_at_import import build_at_import, why_not
 from probes.extension_build.facts import builds, step_builds
+from probes.extension_build.find import find  # noqa: F401 - its scan finder (spec.py: find)
 from probes.extension_build.report import REPORT, report
 
 __all__ = ["INFO", "MECHANISM_HINTS", "MECHANISM_WORDS", "RECORDS", "REPORT", "TRIAGE", "WORDS", "builds", "plan",

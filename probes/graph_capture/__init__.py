@@ -13,6 +13,7 @@ from functools import partial
 from diagnose.facts import observed
 from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
+from probes.graph_capture.find import find, risks  # noqa: F401 - its scan finder and static risks (spec.py)
 
 INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",
                  "`with torch.cuda.graph(...)` blocks, capture_begin, make_graphed_callables, and the compiled "

@@ -20,6 +20,7 @@ from diagnose.source.edits import apply_edits, kw_edit
 from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.helion.facts import step_searches
+from probes.helion.find import find  # noqa: F401 - its scan finder (spec.py: find)
 
 INFO = ProbeInfo("helion", "Helion autotuning at run time (a kernel without a config)",
                  "@helion.kernel without config= in the source, and the baseline's Helion searches (kernel, shape, "

@@ -15,6 +15,7 @@ from functools import partial
 from diagnose.facts import observed
 from diagnose.source.edits import apply_edits, line_span
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
+from probes.import_init.find import find, risks  # noqa: F401 - its scan finder and static risks (spec.py)
 
 INFO = ProbeInfo("import_init", "work done at import time",
                  "where the baseline's import time went, by module-level statement (the sampler)",

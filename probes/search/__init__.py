@@ -22,6 +22,7 @@ from functools import partial
 from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
+from probes.search.find import find  # noqa: F401 - its scan finder (spec.py: find)
 from probes.search.pin import pin, pin_returns
 
 __all__ = ["INFO", "TRIAGE", "WORDS", "mechanism", "plan", "took"]

@@ -21,6 +21,7 @@ from diagnose.source.scan import scan_source
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.search.evidence import searches as found_searches
 from probes.warmup import call as warmup_call
+from probes.warmup.find import find  # its scan finder (spec.py: find)
 
 INFO = ProbeInfo("warmup", "warmup loop iteration count",
                  "loops that repeat kernel work before a shape's first result (the baseline's samples and loop "
@@ -38,7 +39,7 @@ def set_count(source: str, n: int, lines: tuple[int, ...] = (), headers: tuple[s
     """Set the loops at `lines` (or, in a source other toggles have edited, the loops whose header reads
     as one of `headers`) to n repetitions; with `keep`, a range() count is still evaluated, and discarded (the
     calls it makes stay: only the number of passes changes)."""
-    loops = scan_source(source).loops
+    loops = scan_source(source, finders=[find]).loops
     if headers:
         src = source.splitlines()
         lines = tuple(ln for ln in loops if src[ln - 1].strip() in set(headers))

@@ -17,6 +17,7 @@ from diagnose.session import Role, Run
 from diagnose.source.scan import scan_source
 from diagnose.status import NO_EVIDENCE, Status
 from probes.base import Toggle
+from probes.warmup.find import find as find_loops
 
 STILL, GONE, BOTH = "still called", "not called", "dropping"
 _CALL = re.compile(r"`([^`]+)`")
@@ -38,7 +39,7 @@ def calls(source: str, baseline: Run | None, lines) -> dict[int, list[dict]]:
 def _kept_count(source: str, found: dict[int, list[dict]]) -> tuple[int, str]:
     """The count to keep once the call is gone: what the call returns where its function always returns one
     whole number and the count is that call alone; else 3 passes, said as such."""
-    loops, values = scan_source(source).loops, set()
+    loops, values = scan_source(source, finders=[find_loops]).loops, set()
     for ln, cs in found.items():
         text = (loops.get(ln) or {}).get("count_text")
         values.add(returns_int(source, cs[0]["callee"]) if len(cs) == 1 and text == cs[0]["text"] else None)

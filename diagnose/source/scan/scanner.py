@@ -1,24 +1,16 @@
 """Locate every suspect's site (file:line) in a submission's source, without executing it.
 
 Presence is decided from what the baseline run did (compile calls, captures, hot loops, where import
-time went); this scan locates the places a toggle edits, in whatever style the code is written:
+time went); this scan locates the places a toggle edits, in whatever style the code is written. The scan
+itself finds what every suspect shares:
 
 compile      torch.compile as a decorator, a call anywhere (assigned, lazy inside custom_kernel, on a
-             module or a bound method), and model.compile(); with mode / fullgraph / dynamic / backend /
-             options, resolved through aliases
+             module or a bound method), and model.compile(); with its keywords (COMPILE_KWS), resolved
+             through aliases
 config       writes to torch._dynamo.config / torch._inductor.config (and .patch calls), with the value
-capture      outer CUDA graph captures (`with torch.cuda.graph(...)`, capture_begin,
-             make_graphed_callables), and which compiled functions they reach, directly or through
-             helpers, methods, closures and nested functions in this file
-warmup       loops that repeat kernel work (torch calls, compiled functions, helpers that do either) and
-             whose results are thrown away: for-range loops with literal or named counts (constants,
-             config dicts, attributes), while loops on a counter or on elapsed time
-import_init  work done at import: module-level calls, instances whose __init__ works, comprehensions,
-             loops, module-level if blocks that do any of these
-autotune     @triton.autotune decorators: the kernel they tune, and the span of their configs
-extension    torch.utils.cpp_extension load_inline / load calls: their name and compiler flags
-helion       @helion.kernel decorators and per-shape helion.Config tables (searches.py)
-search       hand-written searches that time candidates and keep the best in a module-level dict
+
+and each probe's own finder (its package's find.py, `find(scan)`, handed in by the probe registry) finds
+the sites of its suspect with the Scanner's resolution helpers below, and adds them (`add`).
 
 Every site carries the source spans its toggles edit. A source the scan cannot read (too deeply
 nested for the parser) yields an empty result with the reason, never an exception.
@@ -30,11 +22,9 @@ import ast
 from diagnose.source.scan.aliases import Aliases
 from diagnose.source.scan.model import Functions, ScanResult, Site, literal, span
 from diagnose.source.scan.names import COMPILE, COMPILE_KWS, CONFIG_PREFIXES
-from diagnose.source.scan.runtime import RuntimeFinders
-from diagnose.source.scan.searches import SearchFinders
 
 
-class Scanner(RuntimeFinders, SearchFinders):
+class Scanner:
     def __init__(self, source: str, tree: ast.Module):
         self.source = source
         self.lines = source.splitlines()
@@ -42,6 +32,7 @@ class Scanner(RuntimeFinders, SearchFinders):
         self.alias = Aliases(tree)
         self.funcs = Functions(tree)
         self.sites: list[Site] = []
+        self.loops: dict[int, dict] = {}      # every counted loop, by header line (a finder fills it)
         self.compiled: dict[str, int] = {}
         self._parents: dict[ast.AST, ast.AST] = {}
         for parent in ast.walk(tree):
@@ -50,6 +41,12 @@ class Scanner(RuntimeFinders, SearchFinders):
         self.constants = self._constants()
 
     # -- helpers -----------------------------------------------------------------------------------
+    def add(self, site: Site) -> None:
+        self.sites.append(site)
+
+    def parent(self, node: ast.AST) -> ast.AST | None:
+        return self._parents.get(node)
+
     def code(self, line: int) -> str:
         return self.lines[line - 1].strip() if 0 < line <= len(self.lines) else ""
 
@@ -249,19 +246,16 @@ class Scanner(RuntimeFinders, SearchFinders):
         return [s for s in self.sites if s.suspect == suspect]
 
 
-def scan_source(source: str, tree: ast.Module | None = None) -> ScanResult:
+def scan_source(source: str, tree: ast.Module | None = None, finders=()) -> ScanResult:
+    """The compile and config sites, then what each of `finders` (the probes' `find(scan)`, in the registry's
+    order: a finder may read the sites one before it found) adds. probes.scan hands in every probe's."""
     try:
         tree = tree or ast.parse(source)
         s = Scanner(source, tree)
         s.find_compile()
         s.find_config()
-        s.find_capture()
-        s.find_warmup()
-        s.find_import_work()
-        s.find_autotune()
-        s.find_extensions()
-        s.find_helion()
-        s.find_searches()
+        for find in finders:
+            find(s)
     except (RecursionError, MemoryError, SyntaxError, ValueError) as e:
         return ScanResult(sites=[], compiled={}, entry_is_def=False,
                           error=f"could not scan the source ({type(e).__name__}); suspects are decided from the "
