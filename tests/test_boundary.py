@@ -224,6 +224,7 @@ def _one(case: str, prep: dict) -> tuple[str, dict]:
     return case, res
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def outcomes(tmp_path_factory):
     root = tmp_path_factory.mktemp("boundary")
@@ -248,6 +249,7 @@ def _verdict(out: Path) -> dict:
 
 
 @pytest.mark.e2e
+@pytest.mark.xdist_group("boundary-outcomes")
 @pytest.mark.parametrize("case", [pytest.param(c, marks=pytest.mark.xfail(strict=True, reason=KNOWN_ESCAPES[c]))
                                   if c in KNOWN_ESCAPES else c for c in CASES])
 def test_the_run_stays_in_its_jail(outcomes, case):

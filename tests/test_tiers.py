@@ -111,3 +111,29 @@ def test_a_quick_test_that_starts_a_process_is_caught():
     seen = list(conftest.started)
     conftest.started.clear()
     assert status == 0 and [x for x in seen if "multiprocessing" in x], seen
+
+
+def _marked(node: ast.AST, word: str) -> bool:
+    return any(word in ast.unparse(d) for d in getattr(node, "decorator_list", ()))
+
+
+def test_an_e2e_test_sharing_a_module_fixture_keeps_it_on_one_worker():
+    """`--dist loadgroup` hands each e2e test to whichever worker is free, and each worker builds the module
+    fixtures its tests use: one built of real runs (test_boundary's jailed cases) was built twice, once per
+    worker, until its tests shared an xdist_group."""
+    wrong, seen = [], 0
+    for path in sorted((ROOT / "tests").glob("test_*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        e2e_file = any(isinstance(n, ast.Assign) and "pytestmark" in ast.unparse(n) and "e2e" in ast.unparse(n)
+                       for n in tree.body)
+        shared = {n.name for n in tree.body if isinstance(n, ast.FunctionDef) and any(
+            "fixture" in ast.unparse(d) and ("module" in ast.unparse(d) or "session" in ast.unparse(d))
+            for d in n.decorator_list)}
+        for n in tree.body:
+            if isinstance(n, ast.FunctionDef) and n.name.startswith("test") and {a.arg for a in n.args.args} & shared \
+                    and (e2e_file or _marked(n, "e2e")):
+                seen += 1
+                if not _marked(n, "xdist_group"):
+                    wrong.append(f"{path.name}::{n.name}")
+    assert seen >= 5, "no e2e test uses a module fixture: this checks nothing"
+    assert not wrong, wrong
