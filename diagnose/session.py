@@ -20,6 +20,7 @@ READABLE = (2, 3, 4, 5)    # 2: the compile step was a stage of its own; 3, 4: L
 LIFTED = {
     "builds": ("extension_build", "built"),     # schema 3
     "helion": ("helion", "tuned"),              # schema 3
+    "memo": ("search", "memo"),                 # schema 4
 }
 
 
@@ -100,7 +101,6 @@ class StageResult:
     compile_step: "StageResult | None" = None
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
     autotune: list = field(default_factory=list)   # Triton's, per (kernel, key): {kernel, line, key, tried, ...}
-    memo: list = field(default_factory=list)   # a tuning run's module-level dicts {name, text, entries, bytes, error}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
@@ -124,11 +124,11 @@ class StageResult:
 
     @classmethod
     def from_dict(cls, d: dict) -> "StageResult":
-        known = {f.name for f in fields(cls)}
-        lifted = {probe: [{"event": ev, **r} for r in ([d[old]] if isinstance(d[old], dict) else d[old])]
-                  for old, (probe, ev) in LIFTED.items() if d.get(old)}
+        known, facts = {f.name for f in fields(cls)}, d.get("probe_facts") or {}
+        lifted = {probe: [*facts.get(probe, []), *({"event": ev, **r} for r in ([d[old]] if isinstance(d[old], dict)
+                  else d[old]))] for old, (probe, ev) in LIFTED.items() if d.get(old)}   # after what its hook sent
         d = {k: v for k, v in d.items() if k in known}
-        d["probe_facts"] = {**(d.get("probe_facts") or {}), **lifted}
+        d["probe_facts"] = {**facts, **lifted}
         d["status"] = Status(d["status"])
         d["phases"] = [Phase(**p) for p in d.get("phases", [])]
         d["contention"] = Contention(**d.get("contention", {}))

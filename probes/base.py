@@ -53,7 +53,8 @@ class Plan:
     why: str = ""
     toggles: list[Toggle] = field(default_factory=list)
     evidence: dict = field(default_factory=dict)
-    memo: list = field(default_factory=list)     # TUNE: the module-level dicts whose contents the tuning run reports
+    # TUNE: what the tuning run hands the probe's own worker hook (JSON: its api.args, worker/plugins.py)
+    hook_args: dict = field(default_factory=dict)
     # The suspects this one most likely fails only together with, as the source shows them: the engine starts the
     # combination that keeps them all before any toggle has answered (a guess: the search asks again if wrong)
     likely_with: list = field(default_factory=list)

@@ -38,7 +38,8 @@ Optional (absent means: nothing of that kind):
                                           {line, severity: error|warning, message}, from the scan's site dicts
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
-                                          StageResult.probe_facts[INFO.name]
+                                          StageResult.probe_facts[INFO.name]; what a TUNE plan puts in its
+                                          hook_args (JSON) reaches the hook in the tuning run as api.args
 """
 from __future__ import annotations
 

@@ -227,7 +227,7 @@ WARMUP_EDIT = ("--- a/submission.py\n+++ b/submission.py\n@@ -8,1 +8,1 @@\n-    
 
 def _concluded(runs):
     s = session(runs)
-    bisector.search(s, ["warmup", "compile_mode"], fails=lambda keep: True)
+    bisector.minimal_set(s, ["warmup", "compile_mode"], fails=lambda keep: True)
     bisector.conclude(s)
     s.verdict = summary.verdict(s)
     return s

@@ -11,7 +11,8 @@ US = {"256x4096x7168": 100.0, "512x4096x7168": 120.0}
 
 
 def analyze(s, removers, fails=None):
-    bisector.search(s, removers, fails or (lambda keep: (_ for _ in ()).throw(AssertionError("no search expected"))))
+    bisector.minimal_set(s, removers,
+                         fails or (lambda keep: (_ for _ in ()).throw(AssertionError("no search expected"))))
     bisector.conclude(s)
 
 
@@ -247,7 +248,7 @@ def test_two_causes_that_each_fail_alone_are_kept_apart_and_need_both_edits():
             run("r5", "search+warmup", "all suspects removed", role=Role.COMBINATION, removed=["search", "warmup"])]
     s = session(runs)
     asked = []
-    bisector.search(s, ["warmup", "search"], fails=lambda keep: asked.append(list(keep)) or bool(keep))
+    bisector.minimal_set(s, ["warmup", "search"], fails=lambda keep: asked.append(list(keep)) or bool(keep))
     bisector.conclude(s)
     assert s.bisection["minimal"] == ["warmup"] and s.bisection["also"] == [["search"]], asked
     mech = [c for c in s.causes if c.changes_outcome]

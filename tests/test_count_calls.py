@@ -58,7 +58,7 @@ def count_call_session(apart: bool = True, labels: bool = True):
     s.submission["source"] = SRC
     s.probes = [{"name": "warmup", "state": "run", "why": plan.why, "evidence": plan.evidence if labels else {},
                  "toggles": [t.label for t in plan.toggles]}]
-    bisector.search(s, ["warmup"], fails=lambda keep: bool(keep))
+    bisector.minimal_set(s, ["warmup"], fails=lambda keep: bool(keep))
     bisector.conclude(s)
     s.verdict = summary.verdict(s)
     return s

@@ -70,7 +70,7 @@ def test_one_loop_taken_by_two_probes_is_one_suspect_not_an_interaction():
         st.samples["first_call:256x512x256"]["stack"]["8"] = 0
     s = session(runs)
     assert one_suspect(s, runs[1:]) == {"warmup": "search"}
-    bisector.search(s, ["warmup", "search"], fails=lambda keep: bool(keep))
+    bisector.minimal_set(s, ["warmup", "search"], fails=lambda keep: bool(keep))
     bisector.conclude(s)
     assert [c.suspects for c in s.causes if c.changes_outcome] == [["search"]]
     why = next(i.reason for i in s.inconclusive if i.probe == "warmup")
@@ -89,7 +89,7 @@ def test_a_fix_that_also_takes_other_work_away_says_so_and_is_not_high():
         st.samples["submission_import"] = {"stack": {"11": 500}}
     s = session([base, fix])
     s.submission["source"] = src
-    bisector.search(s, ["warmup"], fails=None)
+    bisector.minimal_set(s, ["warmup"], fails=None)
     bisector.conclude(s)
     cause = s.causes[0]
     assert cause.suspects == ["warmup"] and "also took away" in cause.narrative and "L10" in cause.narrative

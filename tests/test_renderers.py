@@ -29,7 +29,7 @@ def interaction_session():
                  run("r5", "compile_mode+graph_capture+warmup", "all suspects removed", role=Role.COMBINATION,
                      walls=(5, 10))])
     s.run("r4").removed, s.run("r5").removed = ["warmup"], ["compile_mode", "graph_capture", "warmup"]
-    bisector.search(s, ["graph_capture", "compile_mode", "warmup"],
+    bisector.minimal_set(s, ["graph_capture", "compile_mode", "warmup"],
                     fails=lambda keep: {"graph_capture", "compile_mode"} <= set(keep))
     bisector.conclude(s)
     s.verdict = summary.verdict(s)
@@ -38,7 +38,7 @@ def interaction_session():
 
 def healthy_session():
     s = session([run("r0", per_call_us=US)])
-    bisector.search(s, [], fails=None)
+    bisector.minimal_set(s, [], fails=None)
     bisector.conclude(s)
     s.verdict = summary.verdict(s)
     return s

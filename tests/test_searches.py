@@ -123,8 +123,10 @@ def test_the_evaluators_rules_are_read_from_its_source(tmp_path):
 
 def test_a_search_that_kept_objects_cannot_be_pinned():
     src = (FIXTURES / "search" / "hand_search.py").read_text()
-    st = StageResult(name="tune", status=Status.OK, memo=[{"name": "_BEST", "entries": 3, "error":
-                                                          "its keys and values (function, tuple) cannot be written"}])
+    # what the search probe's hook sent of the dict its plan named (probes/search/hook.py, at the tuning run's end)
+    st = StageResult(name="tune", status=Status.OK, probe_facts={"search": [
+        {"what": "memo", "name": "_BEST", "entries": 3,
+         "error": "its keys and values (function, tuple) cannot be written"}]})
     p = search_pin.plan(PlanContext(src, scan_source(src), False, _run("r0", Role.BASELINE, st),
                                     tuning=_run("r1", Role.TUNING, st)))
     assert p.state == CANNOT_TOGGLE and "`_BEST`: its keys and values (function, tuple)" in p.why
@@ -156,7 +158,7 @@ def test_a_harness_rule_with_no_verified_fix_is_named_as_the_rule_with_the_strat
     s.probes = [{"name": "warmup", "state": RUN, "why": "", "evidence": {}, "toggles": ["warmup N->1"]},
                 {"name": "helion", "state": CANNOT_TOGGLE, "why": "the tuning run r2 found no config: OutOfResources",
                  "evidence": {}, "toggles": []}]
-    bisector.search(s, ["warmup"], fails=lambda keep: True)
+    bisector.minimal_set(s, ["warmup"], fails=lambda keep: True)
     bisector.conclude(s)
     s.verdict = summary.verdict(s)
     top = s.causes[0]

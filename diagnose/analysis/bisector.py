@@ -54,9 +54,9 @@ def _failing(session: Session, base: Run) -> bool:
     return effective(session, base).outcome in FAILURES + (Status.AT_RISK,)
 
 
-# -- search ---------------------------------------------------------------------------------------------
+# -- minimal_set ----------------------------------------------------------------------------------------
 
-def search(session: Session, removers: list[str], fails, prefetch=None) -> None:
+def minimal_set(session: Session, removers: list[str], fails, prefetch=None) -> None:
     """Find the minimal set of suspects behind the baseline's failure and record it in
     session.bisection. Single toggles that fix it alone are each necessary, so when the failure comes
     back with only those left in, they are the minimal set and one round settles it; otherwise delta

@@ -91,7 +91,7 @@ class Engine:
             return concl.finish()
         if self.settings.bisect:
             fails = self.planner.fails_for(removers)
-            bisector.search(s, list(removers), fails=fails,
+            bisector.minimal_set(s, list(removers), fails=fails,
                             prefetch=lambda subsets: [fails(k, wait=False) for k in subsets])
             self.planner.verify_together(removers)
         concl.say_early("cause")

@@ -50,8 +50,9 @@ class Planner:
         asking = [n for n, p in plans.items() if p.state == TUNE]
         if not asking or self.pool.stop.is_set():
             return {}
-        memo = tuple(sorted({m for n in asking for m in plans[n].memo}))
-        run = self.pool.launch(Role.TUNING, None, "tuning run (not timed)", self.sub.source, stages=["tune"], memo=memo)
+        args = {n: plans[n].hook_args for n in asking if plans[n].hook_args}
+        run = self.pool.launch(Role.TUNING, None, "tuning run (not timed)", self.sub.source, stages=["tune"],
+                               hook_args=args)
         run.note = "searches run to their end once, outside any budget, for their result: not a timed run"
         if not self.pool.wait(run):
             return {}

@@ -23,7 +23,7 @@ class RunState:
     source: str
     stages: list[str]
     warm_from: str | None = None
-    memo: list = field(default_factory=list)   # a tuning run: the dicts whose contents it reports
+    hook_args: dict = field(default_factory=dict)   # probe -> what its worker hook is handed (a tuning run's plans)
     next: int = 0
     done: threading.Event = field(default_factory=threading.Event)
     prior: str | None = None     # an identical variant's run: this one decides when that one does
@@ -38,6 +38,6 @@ def job_for(st: RunState, stage: str, solo_stages, base_device: threading.Event 
     run = st.run
     variant = run.role in (Role.SINGLE, Role.COMBINATION)
     return Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from,
-               solo=run.role == Role.CONFIRM or stage in solo_stages, memo=st.memo,
+               solo=run.role == Role.CONFIRM or stage in solo_stages, hook_args=st.hook_args,
                nice=VARIANT_NICE if variant else 0, start_after=base_device if variant else None,
                device_up=base_device if run.role == Role.BASELINE else None)

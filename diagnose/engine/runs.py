@@ -79,7 +79,7 @@ class RunPool:
 
     def launch(self, role: Role, probe: str | None, label: str | None, source: str, switches: tuple = (),
                rep: int = 0, stages: list[str] | None = None, confirms: str | None = None,
-               removed: tuple = (), reuse: bool = False, memo: tuple = (), full: bool = False) -> Run:
+               removed: tuple = (), reuse: bool = False, hook_args: dict | None = None, full: bool = False) -> Run:
         """Start a run (its first stage is queued at once), or answer from an identical earlier one.
         Identical variants (same source, switches and repeat number) are measured once; a confirmation is
         never deduplicated: it is a rerun on purpose."""
@@ -105,8 +105,8 @@ class RunPool:
             if not fresh:
                 self._by_key[key] = run
             warm_from = self.session.baseline.id if WARM in switches and self.session.baseline else None
-            st = RunState(run, source, list(stages or self.settings.stages), warm_from=warm_from, memo=list(memo),
-                          full=full)
+            st = RunState(run, source, list(stages or self.settings.stages), warm_from=warm_from,
+                          hook_args=dict(hook_args or {}), full=full)
             self._states[run.id] = st
         self._advance(st)
         return run

@@ -53,7 +53,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "recompile_start": {"code": (str,), "reasons": (list,)},
     "autotune_config": {"kernel": (str,), "config": (dict,)},
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
-    "memo": {"name": (str,)},
     "wrong_detail": {},
     "outlive": {"procs": (list,)},
     "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
@@ -93,8 +92,8 @@ class WorkerSpec:
     tool_paths: list = field(default_factory=list)   # what the runner put on PYTHONPATH: the worker hides it
     argv: list = field(default_factory=list)         # sys.argv as the harness's process has it
     shared: list = field(default_factory=list)       # directories of this machine's the run may use (DIAGNOSE_SHARE)
-    memo: list = field(default_factory=list)         # a tuning run: the dicts searches written by hand fill
     hooks: list = field(default_factory=list)        # the probes' own worker hooks, by module (worker/plugins.py)
+    hook_args: dict = field(default_factory=dict)    # probe -> what its hook is handed as api.args (JSON)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))

@@ -52,8 +52,8 @@ def plan(ctx: PlanContext) -> Plan:
     # where its time goes: the first line of each search's loop (analysis/effect_lines.py takes its statement)
     evidence = {"lines": sorted({r["span"][0] for r in ran if r["span"]})}
     if ctx.tuning is None:
-        return Plan(TUNE, why + "; a tuning run finds what to pin", memo=sorted({s.details["memo"] for s in scanned}),
-                    evidence=evidence)
+        return Plan(TUNE, why + "; a tuning run finds what to pin", evidence=evidence,
+                    hook_args={"dicts": sorted({s.details["memo"] for s in scanned})})   # hook.py reports them
     places, refused = kept_places(ctx.tuning, ran, [s.details["memo"] for s in scanned])
     why += f"; the tuning run {ctx.tuning.id} (not timed) ran it on every shape"
     tuned = sorted(tuned_choices(ctx.tuning))

@@ -115,15 +115,21 @@ def tuned_choices(tuning: Run) -> set[str]:
                     and e.get("searches")])
 
 
+def scanned_dicts(tuning: Run) -> list[dict]:
+    """What each dict the scan found a search keeping its result in held at the tuning run's end, as the hook sent it
+    (it reads those the plan named: hook_args) or a schema-4 session kept it (StageResult.memo, lifted as the
+    event "memo"): [{name, text, entries, bytes, error}]."""
+    return [e for _, e in _facts(tuning) if "memo" in (e.get("what"), e.get("event"))]
+
+
 def kept_places(tuning: Run, ran: list[dict], scanned: list[str]) -> tuple[list[dict], list[str]]:
     """The places to pin, from the tuning run: those a phase with a search changed (the scan's dicts too), with
     the text of what they held at its end; and why any cannot be pinned."""
     linked = set(scanned) | tuned_choices(tuning)
     kept = {e["path"]: e for _, e in _facts(tuning) if e.get("what") == "kept"}
-    for st in tuning.stages:       # a run without the hook: what the scan's dicts held (WorkerSpec.memo)
-        for m in st.memo:
-            kept.setdefault(m["name"], {"path": m["name"], "kind": "dict", "text": m.get("text"),
-                                        "entries": m.get("entries"), "error": m.get("error")})
+    for m in scanned_dicts(tuning):      # what the scan's dicts held, where no phase's change named them
+        kept.setdefault(m["name"], {"path": m["name"], "kind": "dict", "text": m.get("text"),
+                                    "entries": m.get("entries"), "error": m.get("error")})
     places, refused = [], []
     for path in sorted(linked):
         k = kept.get(path)

@@ -9,7 +9,8 @@ reads (torch.compile's, timeit's inner loop) are not the submission's and never 
 In a tuning run (stage "tune") it also wraps each functools cache of the submission's module, and of its
 classes, to record what each argument tuple returned (a C cache cannot list its contents), and records what each
 search's function returned for its arguments (returns.py); at the stage's end it sends the final value of every
-place a phase changed, as source text where a literal can hold it. Nothing it wraps changes what the submission
+place a phase changed, as source text where a literal can hold it, and of each dict the scan found a search keeping
+its result in (api.args["dicts"], from the plan). Nothing it wraps changes what the submission
 computes.
 """
 from __future__ import annotations
@@ -21,7 +22,7 @@ import time
 
 from probes.search.places import _places, changed
 from probes.search.returns import Returns
-from probes.search.watch import CLOCKS, Search, literal_text
+from probes.search.watch import CLOCKS, Search, dict_fields, literal_text
 
 ARMED = ("first_call:", "tune:")
 # timing calls that time a whole candidate each (a read before and after inside them): module -> owner -> names
@@ -155,6 +156,8 @@ class Hook:
         if stage != "tune":
             return
         mod = sys.modules.get("submission")
+        for name in self.api.args.get("dicts") or ():     # the scan's dicts, which the plan hands the tuning run
+            self.api.emit(what="memo", **dict_fields(name, getattr(mod, name, None)))
         places = _places(mod) if mod is not None else {}
         for path, kind in sorted(self.touched.items()):
             value = self.calls.get(path) if kind == "cache" else (places.get(path) or (None, None, None))[2]

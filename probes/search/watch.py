@@ -45,6 +45,24 @@ def literal_text(value) -> tuple[str | None, str | None]:
     return None, f"it holds {', '.join(kinds[:4]) or type(value).__name__}, which no constant in a source file can"
 
 
+def dict_fields(name: str, value) -> dict:
+    """What a dict the scan found a search keeping its result in held at a tuning run's end (the plan names it), as
+    source text where that text reads back equal: {name, text, entries, bytes} or {name, error}."""
+    if not isinstance(value, dict):
+        return {"name": name, "error": f"`{name}` is a {type(value).__name__} at the end, not a dict"}
+    plain = _plain(dict(value))
+    text = repr(plain)
+    try:
+        same = ast.literal_eval(text) == plain
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        same = False
+    if not same:
+        kinds = sorted({type(v).__name__ for v in value.values()} | {type(k).__name__ for k in value})
+        return {"name": name, "entries": len(value), "error": f"its keys and values ({', '.join(kinds)}) cannot be "
+                                                                f"written as constants"}
+    return {"name": name, "text": text, "entries": len(value), "bytes": len(text.encode())}
+
+
 def _plain(v):
     if isinstance(v, tuple):
         return tuple(_plain(x) for x in v)

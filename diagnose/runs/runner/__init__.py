@@ -25,7 +25,7 @@ class Job:
     watch: list[int] = field(default_factory=list)   # edited lines whose execution to record
     warm_from: str | None = None                      # start from this run's whole container (the cache probe)
     solo: bool = False                                # no other run may be alive meanwhile
-    memo: list = field(default_factory=list)          # a tuning run: the dicts whose contents to report
+    hook_args: dict = field(default_factory=dict)     # probe -> what its worker hook is handed (WorkerSpec)
     nice: int = 0                                     # CPU niceness for its processes (a variant beside the baseline)
     # The baseline's head start on a GPU: a variant's first process starts once `start_after` is set, which the
     # baseline's job (`device_up`) sets as its first process has its CUDA context, or has ended.

@@ -109,8 +109,7 @@ def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last
 
 
 def fill_probes(st: StageResult, ev: list[dict]) -> None:
-    """What a tuning run's searches written by hand kept (memo), and each probe's own events."""
-    st.memo = [{k: e.get(k) for k in ("name", "text", "entries", "bytes", "error")} for e in ev if e["k"] == "memo"]
+    """Each probe's own events."""
     for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
         if e["k"] == "probe" and isinstance(e.get("probe"), str):
             kept = st.probe_facts.setdefault(e["probe"][:40], [])

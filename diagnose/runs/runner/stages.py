@@ -49,7 +49,7 @@ def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], 
                       depth=s.depth, sample_repeats=s.sample_repeats, sample_seconds=s.sample_seconds,
                       gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
                       private_mounts=s.private_mounts, tool_paths=tool_paths, argv=argv, shared=list(s.shared),
-                      memo=list(job.memo), hooks=list(s.hooks))
+                      hooks=list(s.hooks), hook_args=dict(job.hook_args))
 
 
 def _ran_on_gpu(st: StageResult) -> bool:

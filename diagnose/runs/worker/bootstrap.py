@@ -25,7 +25,7 @@ if _cfg:
     from diagnose.runs.worker import libraries as _libraries
     _libraries.install(_ch)
     from diagnose.runs.worker import plugins as _plugins
-    _plugins.load(_cfg.get("hooks") or [], _ch, _cfg["submission"])
+    _plugins.load(_cfg.get("hooks") or [], _ch, _cfg["submission"], _cfg.get("hook_args"))
 
     import torch
 

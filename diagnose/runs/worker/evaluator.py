@@ -71,7 +71,7 @@ def stage_evaluator(ctx) -> str:
         os.set_inheritable(fd, True)
     os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec.stacks_prefix, "stage": spec.stage,
                                         "submission": spec.submission, "sample": spec.sample, "watch": spec.watch,
-                                        "hooks": spec.hooks})
+                                        "hooks": spec.hooks, "hook_args": spec.hook_args})
     _spawn_with_bootstrap(ctx, [ev_fd])
     hooks = Hooks(ctx.ins, ctx.guard)
     hooks.install()

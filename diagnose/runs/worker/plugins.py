@@ -17,6 +17,8 @@ worker imports that module by the name the spec gives (so nothing here imports a
 - api.submission_dir              the folder the submission's code runs from (its frames' files lie there)
 - api.submission                  the submission's own file (a real path: a frame whose file it is, is its code)
 - api.phase                       the harness's phase open now (None between phases)
+- api.args                        what the run hands this probe's hook (WorkerSpec.hook_args[<probe>], JSON: a
+                                  tuning run's, from the probe's plan); {} when nothing
 
 A hook that raises is dropped, and says so in one event: the stage runs on as the harness would run it.
 """
@@ -30,8 +32,8 @@ _TORCH_UP: list = []
 
 
 class Api:
-    def __init__(self, probe: str, ch, submission: str):
-        self.probe, self._ch = probe, ch
+    def __init__(self, probe: str, ch, submission: str, args: dict | None = None):
+        self.probe, self._ch, self.args = probe, ch, dict(args or {})
         self.submission = os.path.realpath(submission)
         self.submission_dir = os.path.dirname(self.submission) + os.sep
 
@@ -65,12 +67,13 @@ class Api:
         _TORCH_UP.append(fn)
 
 
-def load(names, ch, submission: str) -> None:
-    """Install each named hook module; a probe's name is the module's package or its own name."""
+def load(names, ch, submission: str, args: dict | None = None) -> None:
+    """Install each named hook module, handed its probe's args; a probe's name is the module's package or its own
+    name."""
     for name in names or ():
         probe = name.split(".")[1] if name.startswith("probes.") and name.count(".") >= 2 else name
         try:
-            importlib.import_module(name).install(Api(probe, ch, submission))
+            importlib.import_module(name).install(Api(probe, ch, submission, (args or {}).get(probe)))
         except Exception as e:  # noqa: BLE001 - a probe's hook must never change the harness's run
             ch.emit("probe", probe=probe, error=f"its hook did not install: {type(e).__name__}: {e}"[:300])
 

@@ -205,39 +205,10 @@ def stage_reference(ctx: Ctx) -> str:
     return "ok"
 
 
-def _plain(v):
-    """A value as the constants a source file can hold: a tuple subclass (torch.Size) as a tuple."""
-    if isinstance(v, tuple):
-        return tuple(_plain(x) for x in v)
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if isinstance(v, dict):
-        return {_plain(k): _plain(x) for k, x in v.items()}
-    return v
-
-
-def memo_fields(name: str, value) -> dict:
-    """What a search written by hand kept in its dict, as source text where that text reads back equal."""
-    import ast
-    if not isinstance(value, dict):
-        return {"name": name, "error": f"`{name}` is a {type(value).__name__} at the end, not a dict"}
-    plain = _plain(dict(value))
-    text = repr(plain)
-    try:
-        same = ast.literal_eval(text) == plain
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-        same = False
-    if not same:
-        kinds = sorted({type(v).__name__ for v in value.values()} | {type(k).__name__ for k in value})
-        return {"name": name, "entries": len(value), "error": f"its keys and values ({', '.join(kinds)}) cannot be "
-                                                                f"written as constants"}
-    return {"name": name, "text": text, "entries": len(value), "bytes": len(text.encode())}
-
-
 def stage_tune(ctx: Ctx) -> str:
     """A tuning run, outside any budget: each distinct case of the task's tests and benchmarks once, so that
     every search the submission runs at a new shape (Helion's autotuner, one written by hand) runs to its
-    end; then what each search written by hand kept (spec.memo names its dicts)."""
+    end (what each kept, the probes' own hooks report at the stage's end)."""
     import_submission(ctx)
     cases, seen = ctx.spec.task["tests"] + ctx.spec.task.get("benchmarks", []), []
     for label, case in zip(labels(cases), cases, strict=True):
@@ -249,9 +220,6 @@ def stage_tune(ctx: Ctx) -> str:
             ctx.kernel(ctx.generate(**case))
             if ctx.ins.cuda:
                 ctx.torch.cuda.synchronize()
-    mod = sys.modules.get("submission")
-    for name in ctx.spec.memo:
-        ctx.ch.emit("memo", **memo_fields(name, getattr(mod, name, None)))
     return "ok"
 
 
