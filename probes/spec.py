@@ -29,6 +29,14 @@ Optional (absent means: nothing of that kind):
 - report(session, code) -> list[str]      its section of report.md, Markdown lines ([]: none); `code` is the
                                           renderer's code span for any text of the run
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
+- measure(base, run) -> (reached, removed, what)
+                                          with INFO.takes_away "own": what its toggle took away, measured by the
+                                          probe itself on evidence only it reads (analysis/effects.py makes it an
+                                          Effect: reached, removed as bool or None, what in words)
+- wrong_by(step) -> str                   how far a wrong output in the step (a StageResult) is from the
+                                          reference's, in words, for the verdict's note ('': it cannot say)
+- failure(step) -> list[str]              its Markdown lines in the report's Failure section, about the failed
+                                          stage ([]: none)
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
@@ -71,10 +79,13 @@ HOOKS = (
     Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
     Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
+    Hook("measure", False, ("base", "run"), says="measure(base, run) -> (reached, removed, what)"),
+    Hook("wrong_by", False, ("step",), says="wrong_by(step) -> str"),
+    Hook("failure", False, ("step",), says="failure(step) -> list[str]"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
 PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
-NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",)}
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "own": ("measure",)}
 
 
 def _positional(fn) -> int | None:

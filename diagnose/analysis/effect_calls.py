@@ -1,6 +1,6 @@
 """The record-based measures of a toggle's effect: the submission's torch.compile calls and recompiles, outer
-CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, the numeric settings,
-and a runtime switch's compile time. Each compares what the baseline's record shows with the variant's. Pure.
+CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, and a runtime switch's
+compile time. Each compares what the baseline's record shows with the variant's. Pure.
 """
 from __future__ import annotations
 
@@ -72,18 +72,6 @@ def library_effect(base: Run, run: Run, records, what: str) -> Effect:
         return Effect(False, False, f"{base.id} recorded no {what}")
     said = f"{what}: {nb} record(s), {sb:.1f} s in {base.id}; {nv}, {sv:.1f} s in {run.id}"
     return Effect(True, nv == 0 or sb - sv > max(0.25, sb / 2), said)
-
-
-def numerics_effect(base: Run, run: Run) -> Effect:
-    def settings(r: Run) -> dict:
-        return next((st.numerics.get("submission") for st in r.stages if (st.numerics or {}).get("submission")), {})
-    b, v = settings(base), settings(run)
-    if not b:
-        return Effect(None, None, f"{base.id} recorded no numeric settings")
-    if not v:     # recorded only beside a wrong result: a run that computed right has none to compare
-        return Effect(True, None, f"{run.id} recorded no numeric settings (none are kept for a right result)")
-    changed = sorted(k for k in set(b) | set(v) if b.get(k) != v.get(k))
-    return Effect(True, bool(changed), f"settings changed: {', '.join(changed) or 'none'}")
 
 
 def switch_effect(base: Run, run: Run, saves: list) -> Effect:

@@ -54,7 +54,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "autotune_config": {"kernel": (str,), "config": (dict,)},
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "memo": {"name": (str,)},
-    "wrong_detail": {},
     "outlive": {"procs": (list,)},
     "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
 }
