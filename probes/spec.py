@@ -37,6 +37,11 @@ Optional (absent means: nothing of that kind):
                                           reference's, in words, for the verdict's note ('': it cannot say)
 - failure(step) -> list[str]              its Markdown lines in the report's Failure section, about the failed
                                           stage ([]: none)
+- count(run) -> int                       how many times a run shows its suspect's work (recompiles): with
+                                          INFO.takes_away "compile", the compile measure compares it in both runs
+- COUNTS: str                             what count() counts, in words
+- COMPILE_KWARGS: tuple[str, ...]         the torch.compile keyword arguments its toggles set: the compile measure
+                                          compares every compile call's values of them in both runs
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
@@ -82,9 +87,12 @@ HOOKS = (
     Hook("measure", False, ("base", "run"), says="measure(base, run) -> (reached, removed, what)"),
     Hook("wrong_by", False, ("step",), says="wrong_by(step) -> str"),
     Hook("failure", False, ("step",), says="failure(step) -> list[str]"),
+    Hook("count", False, ("run",), says="count(run) -> int"),
+    Hook("COUNTS", False, None, str, "what count() counts, in words"),
+    Hook("COMPILE_KWARGS", False, None, tuple, "the torch.compile keyword arguments its toggles set"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
-PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
+PAIRS = (("records", "RECORDS"), ("report", "REPORT"), ("count", "COUNTS"))
 NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "own": ("measure",)}
 
 

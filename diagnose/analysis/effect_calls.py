@@ -12,23 +12,25 @@ from diagnose.session import Run
 WARM_SHARE = 0.15      # a warm container took at least this share of the cold compile and build time away
 
 
-def _compile_signature(run: Run) -> list[str]:
-    keys = ("mode", "fullgraph", "dynamic", "options", "backend", "disable")
+def _compile_signature(run: Run, keys: set[str]) -> list[str]:
+    """Each compile call with the values of the keyword arguments the toggles set, in the call's own order."""
     out = []
     for c in observed.compile_calls(run):
         kw = c.get("kwargs") or {}
-        out.append(f"{c.get('target')}(" + ", ".join(f"{k}={kw[k]!r}" for k in keys if k in kw) + ")")
+        out.append(f"{c.get('target')}(" + ", ".join(f"{k}={v!r}" for k, v in kw.items() if k in keys) + ")")
     return sorted(out)
 
 
-def compile_effect(base: Run, run: Run) -> Effect:
-    b, v = _compile_signature(base), _compile_signature(run)
-    rb, rv = len(observed.recompile_records(base)), len(observed.recompile_records(run))
+def compile_effect(base: Run, run: Run, keys: set[str], counts: list) -> Effect:
+    """The compile calls' settings (`keys`: the keyword arguments the probes' toggles set), and what the probes
+    count in each run (`counts`: (count(run), its words) each: recompiles)."""
+    b, v = _compile_signature(base, keys), _compile_signature(run, keys)
     if not b and not observed.frames_compiled(base):
         return Effect(False, False, f"{base.id} made no torch.compile call and compiled nothing")
+    n = [(words, count(base), count(run)) for count, words in counts]
     what = f"compile calls {'; '.join(b) or 'none'} in {base.id}, {'; '.join(v) or 'none'} in {run.id}" + \
-        (f"; recompiles {rb} -> {rv}" if rb or rv else "")
-    return Effect(True, b != v or rv < rb, what)
+        "".join(f"; {words} {nb} -> {nv}" for words, nb, nv in n if nb or nv)
+    return Effect(True, b != v or any(nv < nb for _, nb, nv in n), what)
 
 
 def _compiled_inside(run: Run) -> bool:

@@ -37,7 +37,7 @@ from diagnose.facts.observed import loops
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
 from diagnose.status import Status
-from probes import BY_NAME
+from probes import BY_NAME, REGISTRY
 
 __all__ = ["Effect", "credit", "effect", "one_suspect", "same_place"]
 
@@ -57,7 +57,10 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
 MEASURES = {
     "lines": lambda session, base, run, mod: _took(mod, base, run, _got_past(
         session, base, run, lines_effect(session, base, run, mod.INFO.sites))),
-    "compile": lambda session, base, run, mod: compile_effect(base, run),
+    # the compile calls' settings the probes' toggles set (COMPILE_KWARGS), and what they count (count, COUNTS)
+    "compile": lambda session, base, run, mod: compile_effect(
+        base, run, {k for m in REGISTRY for k in getattr(m, "COMPILE_KWARGS", ())},
+        [(m.count, m.COUNTS) for m in REGISTRY if m.INFO.takes_away == "compile" and hasattr(m, "count")]),
     "captures": lambda session, base, run, mod: captures_effect(base, run),
     "autotune": lambda session, base, run, mod: library_effect(base, run, "autotune", "Triton autotuning"),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)

@@ -50,7 +50,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "evaluator_exit": {},
     "container": {"private": (list,)},
     "state": {"op": (str,)},
-    "recompile_start": {"code": (str,), "reasons": (list,)},
     "autotune_config": {"kernel": (str,), "config": (dict,)},
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "memo": {"name": (str,)},
