@@ -21,6 +21,7 @@ LIFTED = {
     "builds": ("extension_build", "built"),     # schema 3
     "helion": ("helion", "tuned"),              # schema 3
     "memo": ("search", "memo"),                 # schema 4
+    "numerics": ("numerics", "wrong"),          # schema 4
 }
 
 
@@ -103,9 +104,6 @@ class StageResult:
     autotune: list = field(default_factory=list)   # Triton's, per (kernel, key): {kernel, line, key, tried, ...}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
-    # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
-    # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
-    numerics: dict = field(default_factory=dict)
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
 

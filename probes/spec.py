@@ -29,6 +29,19 @@ Optional (absent means: nothing of that kind):
 - report(session, code) -> list[str]      its section of report.md, Markdown lines ([]: none); `code` is the
                                           renderer's code span for any text of the run
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
+- measure(base, run) -> (reached, removed, what)
+                                          with INFO.takes_away "own": what its toggle took away, measured by the
+                                          probe itself on evidence only it reads (analysis/effects.py makes it an
+                                          Effect: reached, removed as bool or None, what in words)
+- wrong_by(step) -> str                   how far a wrong output in the step (a StageResult) is from the
+                                          reference's, in words, for the verdict's note ('': it cannot say)
+- failure(step) -> list[str]              its Markdown lines in the report's Failure section, about the failed
+                                          stage ([]: none)
+- count(run) -> int                       how many times a run shows its suspect's work (recompiles): with
+                                          INFO.takes_away "compile", the compile measure compares it in both runs
+- COUNTS: str                             what count() counts, in words
+- COMPILE_KWARGS: tuple[str, ...]         the torch.compile keyword arguments its toggles set: the compile measure
+                                          compares every compile call's values of them in both runs
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
 - find(scan) -> None                      its scan finder (find.py): adds its suspect's sites (INFO.sites) to the
@@ -79,10 +92,16 @@ HOOKS = (
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
     Hook("find", False, ("scan",), says="find(scan: Scanner) -> None, adding its sites"),
     Hook("risks", False, ("scan",), says="risks(scan: list[dict]) -> list[dict], each {line, severity, message}"),
+    Hook("measure", False, ("base", "run"), says="measure(base, run) -> (reached, removed, what)"),
+    Hook("wrong_by", False, ("step",), says="wrong_by(step) -> str"),
+    Hook("failure", False, ("step",), says="failure(step) -> list[str]"),
+    Hook("count", False, ("run",), says="count(run) -> int"),
+    Hook("COUNTS", False, None, str, "what count() counts, in words"),
+    Hook("COMPILE_KWARGS", False, None, tuple, "the torch.compile keyword arguments its toggles set"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
-PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
-NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",)}
+PAIRS = (("records", "RECORDS"), ("report", "REPORT"), ("count", "COUNTS"))
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "own": ("measure",)}
 
 
 def _positional(fn) -> int | None:

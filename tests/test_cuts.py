@@ -95,6 +95,7 @@ SLICED = {
     "probes/helion_configs/__init__.py": {"recs[:20]"},                           # evidence records
     "probes/helion_configs/pin.py": {"lines[:node.end_lineno]"},                  # the file through the kernel's def
     "probes/helion_configs/hook.py": {"str(e).strip()[:200]"},     # a worker hook: no diagnose import, so no clip
+    "probes/recompile/hook.py": {"list(out)[:3]", "str(r)[:300]"},     # a worker hook: torch's first reasons, capped
     "diagnose/facts/measures.py": {'key[: -len("mean")]'},                        # a report key's stem
     "probes/search/pin.py": {"lines[first.lineno - 1][:first.col_offset]"},      # a body line's indent
 }

@@ -132,9 +132,9 @@ def test_a_wrong_result_says_how_wrong_and_the_reference_settings_alone_fix_it(t
     assert res.returncode == 1, res.stdout + res.stderr
     v = s["verdict"]
     assert v["status"] == "wrong" and "outside rtol=1e-06 atol=1e-06" in v["note"] and "worst at [" in v["note"], v
-    test = base_stage(s, "test")
-    assert test["numerics"]["reference"]["default_dtype"] == "float64"
-    assert test["numerics"]["submission"]["default_dtype"] == "float32"
+    (wrong,) = [r for r in base_stage(s, "test")["probe_facts"]["numerics"] if r["event"] == "wrong"]
+    assert wrong["reference"]["default_dtype"] == "float64"
+    assert wrong["submission"]["default_dtype"] == "float32"
     top = s["causes"][0]
     assert top["suspects"] == ["numerics"] and top["changes_outcome"], top
     assert "torch.set_default_dtype(torch.float64)" in s["fix"]["diff"]

@@ -1,6 +1,6 @@
 """The record-based measures of a toggle's effect: the submission's torch.compile calls and recompiles, outer
-CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, the numeric settings,
-and a runtime switch's compile time. Each compares what the baseline's record shows with the variant's. Pure.
+CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, and a runtime switch's
+compile time. Each compares what the baseline's record shows with the variant's. Pure.
 """
 from __future__ import annotations
 
@@ -12,23 +12,25 @@ from diagnose.session import Run
 WARM_SHARE = 0.15      # a warm container took at least this share of the cold compile and build time away
 
 
-def _compile_signature(run: Run) -> list[str]:
-    keys = ("mode", "fullgraph", "dynamic", "options", "backend", "disable")
+def _compile_signature(run: Run, keys: set[str]) -> list[str]:
+    """Each compile call with the values of the keyword arguments the toggles set, in the call's own order."""
     out = []
     for c in observed.compile_calls(run):
         kw = c.get("kwargs") or {}
-        out.append(f"{c.get('target')}(" + ", ".join(f"{k}={kw[k]!r}" for k in keys if k in kw) + ")")
+        out.append(f"{c.get('target')}(" + ", ".join(f"{k}={v!r}" for k, v in kw.items() if k in keys) + ")")
     return sorted(out)
 
 
-def compile_effect(base: Run, run: Run) -> Effect:
-    b, v = _compile_signature(base), _compile_signature(run)
-    rb, rv = len(observed.recompile_records(base)), len(observed.recompile_records(run))
+def compile_effect(base: Run, run: Run, keys: set[str], counts: list) -> Effect:
+    """The compile calls' settings (`keys`: the keyword arguments the probes' toggles set), and what the probes
+    count in each run (`counts`: (count(run), its words) each: recompiles)."""
+    b, v = _compile_signature(base, keys), _compile_signature(run, keys)
     if not b and not observed.frames_compiled(base):
         return Effect(False, False, f"{base.id} made no torch.compile call and compiled nothing")
+    n = [(words, count(base), count(run)) for count, words in counts]
     what = f"compile calls {'; '.join(b) or 'none'} in {base.id}, {'; '.join(v) or 'none'} in {run.id}" + \
-        (f"; recompiles {rb} -> {rv}" if rb or rv else "")
-    return Effect(True, b != v or rv < rb, what)
+        "".join(f"; {words} {nb} -> {nv}" for words, nb, nv in n if nb or nv)
+    return Effect(True, b != v or any(nv < nb for _, nb, nv in n), what)
 
 
 def _compiled_inside(run: Run) -> bool:
@@ -72,18 +74,6 @@ def library_effect(base: Run, run: Run, records, what: str) -> Effect:
         return Effect(False, False, f"{base.id} recorded no {what}")
     said = f"{what}: {nb} record(s), {sb:.1f} s in {base.id}; {nv}, {sv:.1f} s in {run.id}"
     return Effect(True, nv == 0 or sb - sv > max(0.25, sb / 2), said)
-
-
-def numerics_effect(base: Run, run: Run) -> Effect:
-    def settings(r: Run) -> dict:
-        return next((st.numerics.get("submission") for st in r.stages if (st.numerics or {}).get("submission")), {})
-    b, v = settings(base), settings(run)
-    if not b:
-        return Effect(None, None, f"{base.id} recorded no numeric settings")
-    if not v:     # recorded only beside a wrong result: a run that computed right has none to compare
-        return Effect(True, None, f"{run.id} recorded no numeric settings (none are kept for a right result)")
-    changed = sorted(k for k in set(b) | set(v) if b.get(k) != v.get(k))
-    return Effect(True, bool(changed), f"settings changed: {', '.join(changed) or 'none'}")
 
 
 def switch_effect(base: Run, run: Run, saves: list) -> Effect:

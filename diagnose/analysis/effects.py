@@ -12,7 +12,8 @@ A toggle is not trusted to do what its label says. Each probe names in its INFO 
 - captures  outer CUDA graph captures, and compiled code run inside one;
 - autotune, records  what the library records say it tuned or built, and for how long (records: the probe's
             own, read from its facts by its `records` hook);
-- numerics  the numeric settings the submission computed under;
+- own       the probe's own measure, of evidence only it reads (its `measure` hook: the numeric settings the
+            submission computed under);
 - switch    a runtime switch (a warm container): the compile time it should save.
 
 An Effect says whether the baseline reached the suspect's work at all, whether the variant's run took it away,
@@ -28,7 +29,6 @@ from diagnose.analysis.effect_calls import (
     captures_effect,
     compile_effect,
     library_effect,
-    numerics_effect,
     switch_effect,
 )
 from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
@@ -37,7 +37,7 @@ from diagnose.facts.observed import loops
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
 from diagnose.status import Status
-from probes import BY_NAME
+from probes import BY_NAME, REGISTRY
 
 __all__ = ["Effect", "credit", "effect", "one_suspect", "same_place"]
 
@@ -57,12 +57,16 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
 MEASURES = {
     "lines": lambda session, base, run, mod: _took(mod, base, run, _got_past(
         session, base, run, lines_effect(session, base, run, mod.INFO.sites))),
-    "compile": lambda session, base, run, mod: compile_effect(base, run),
+    # the compile calls' settings the probes' toggles set (COMPILE_KWARGS), and what they count (count, COUNTS)
+    "compile": lambda session, base, run, mod: compile_effect(
+        base, run, {k for m in REGISTRY for k in getattr(m, "COMPILE_KWARGS", ())},
+        [(m.count, m.COUNTS) for m in REGISTRY if m.INFO.takes_away == "compile" and hasattr(m, "count")]),
     "captures": lambda session, base, run, mod: captures_effect(base, run),
     "autotune": lambda session, base, run, mod: library_effect(base, run, "autotune", "Triton autotuning"),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
     "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
-    "numerics": lambda session, base, run, mod: numerics_effect(base, run),
+    # the probe's own measure (its `measure` hook: reached, removed, what), of evidence only it reads
+    "own": lambda session, base, run, mod: Effect(*mod.measure(base, run)),
     "switch": lambda session, base, run, mod: switch_effect(base, run, [BY_NAME[p].records for p in mod.SAVES]),
 }
 

@@ -148,18 +148,9 @@ def _at_risk(session, base: Run, st: StageResult, eff) -> Verdict:
 
 
 def wrong_by(st: StageResult) -> str:
-    """A wrong output in numbers, from the worker's comparison with the reference's own output."""
-    x = (st.numerics or {}).get("stats")
-    if not x or x.get("max_abs") is None:
-        return ""
-    tol = " ".join(f"{k}={x[k]:g}" for k in ("rtol", "atol") if x.get(k) is not None)
-    out = f"max abs error {x['max_abs']:.3g}, max rel error {x['max_rel']:.3g}"
-    if x.get("outside") is not None:
-        out += f"; {x['outside']:,} of {x['elements']:,} elements outside {tol or 'the tolerance'}"
-    if x.get("worst"):
-        w = x["worst"][0]
-        out += f"; worst at {w['index']}: got {w['got']:.8g}, expected {w['expected']:.8g}"
-    return out
+    """A wrong output in numbers, as each probe that compared it with the reference's own says it (`wrong_by`)."""
+    from probes import REGISTRY
+    return "; ".join(filter(None, (m.wrong_by(st) for m in REGISTRY if hasattr(m, "wrong_by"))))
 
 
 def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:

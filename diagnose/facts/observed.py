@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 
-from diagnose.facts.measures import recompiles
 from diagnose.findings import clip
 from diagnose.session import Run, StageResult
 from diagnose.status import Status
@@ -56,21 +55,6 @@ def inductor_settings(run: Run | None) -> dict:
             if e["k"] == "inductor_config" and isinstance(e.get("settings"), dict):
                 last = e["settings"]
     return last
-
-
-def recompile_records(run: Run | None) -> list[dict]:
-    """Every recompile: those that finished (compile metrics with an id 'F/R', R > 0), and, per stage,
-    those that started and never finished (the deadline came while it compiled): Dynamo had named its
-    guard failure, and the stage ended before the compile landed."""
-    out = []
-    for st in _stages(run):
-        done = recompiles(st)
-        out += [{"stage": st.name, **r} for r in done]
-        started = [e for e in st.events if e["k"] == "recompile_start"]
-        for e in started[len(done):]:
-            out.append({"stage": st.name, "compile_id": None, "phase": None, "in_progress": True,
-                        "reason": "; ".join(map(str, e.get("reasons") or [])) or None, "code": e.get("code")})
-    return out
 
 
 def compiled_inside_capture(run: Run | None) -> list[str]:

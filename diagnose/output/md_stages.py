@@ -10,6 +10,7 @@ from diagnose.output import md_public, md_state
 from diagnose.output.text import code_span, fence, fold_frames, tail
 from diagnose.session import Session, StageResult
 from diagnose.status import Status
+from probes import REGISTRY
 
 
 def stage_table(st: StageResult, s: Session) -> list[str]:
@@ -82,15 +83,7 @@ def failure(s: Session) -> list[str]:
                      f"{st.exception.get('type')}: {clip((st.exception.get('message') or '').strip(), 2000)}")
         out += ["", "<details><summary>Full traceback</summary>", "", *fence(
             tail((st.exception.get("traceback") or "").rstrip(), 6000)), "", "</details>", ""]
-    x = (st.numerics or {}).get("stats")
-    if x and x.get("worst"):
-        out += [f"Against the reference's own output ({st.numerics.get('case')}): {summary.wrong_by(st)}.", "",
-                "| index | got | expected |", "|---|---|---|"]
-        out += [f"| {w['index']} | {w['got']} | {w['expected']} |" for w in x["worst"]] + [""]
-    ref, mine = (st.numerics or {}).get("reference"), (st.numerics or {}).get("submission")
-    if ref and mine and ref != mine:
-        out += ["Numeric settings while each side computed: " + "; ".join(
-            f"{k}: reference {ref[k]}, submission {mine.get(k)}" for k in ref if ref[k] != mine.get(k)) + ".", ""]
+    out += [line for m in REGISTRY if hasattr(m, "failure") for line in m.failure(st)]   # a probe's own lines
     if st.stacks:
         site = s.verdict.site
         hl = f" Innermost submission frame: line {site['line']} {code_span(site['code'])}." if site else ""

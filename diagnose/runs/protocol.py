@@ -50,10 +50,8 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "evaluator_exit": {},
     "container": {"private": (list,)},
     "state": {"op": (str,)},
-    "recompile_start": {"code": (str,), "reasons": (list,)},
     "autotune_config": {"kernel": (str,), "config": (dict,)},
     "autotune_done": {"kernel": (str,), "winner": (dict,)},
-    "wrong_detail": {},
     "outlive": {"procs": (list,)},
     "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
 }

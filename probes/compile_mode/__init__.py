@@ -29,6 +29,9 @@ INFO = ProbeInfo("compile_mode", "torch.compile mode, or compiling at all",
 
 MECHANISM_WORDS = {"inductor_autotune": "Inductor's max-autotune (timing GEMM templates)"}
 TRIAGE = "compile"
+# what its toggles set on torch.compile (compiling off removes the call), compared by the compile measure; backend and
+# disable too: a call that changes them compiles otherwise
+COMPILE_KWARGS = ("mode", "options", "backend", "disable")
 
 # Modes that record CUDA graphs (cudagraph trees), and the same mode without them.
 RECORDS_GRAPHS = {"reduce-overhead": "default", "max-autotune": "max-autotune-no-cudagraphs"}

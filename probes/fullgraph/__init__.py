@@ -16,6 +16,7 @@ INFO = ProbeInfo("fullgraph", "fullgraph=True on torch.compile",
                  seen=observed.frames_compiled, takes_away="compile")
 
 TRIAGE = "compile"
+COMPILE_KWARGS = ("fullgraph",)     # what its toggle sets on torch.compile, compared by the compile measure
 
 
 def off(source: str) -> str:

@@ -1,33 +1,42 @@
 """recompile: do recompiles (new shapes, specialised values) cost time or break the run?
 
 Evidence comes from the baseline run's compile metrics: a compile id "F/R" with R > 0 is a recompile of
-frame F, with torch's stated reason. Toggle: dynamic=True on the compile sites, so one compile serves
+frame F, with torch's stated reason; and the recompiles its worker hook (hook.py) saw start, which a deadline
+cut off before they landed (facts.py). Toggle: dynamic=True on the compile sites, so one compile serves
 every shape.
 """
 from __future__ import annotations
 
 from functools import partial
 
-from diagnose.facts import observed
 from diagnose.findings import clip
 from diagnose.source.edits import set_kw
 from probes.base import ABSENT, RUN, Plan, PlanContext, ProbeInfo, Toggle
 from probes.build_at_import import shapes
+from probes.recompile.facts import recompile_records
 
 INFO = ProbeInfo("recompile", "recompiles per new shape or value",
                  "compile metrics of the baseline run (compile ids, recompile reasons)", "dynamic=True",
                  describe="recompiling for every new shape or value", sites=("compile",), needs_baseline=True,
                  plans_early=True,
                  ranks={"dynamic=True": 3}, requires=("compile_mode",),
-                 seen=lambda run: bool(observed.recompile_records(run)), takes_away="compile")
+                 seen=lambda run: bool(recompile_records(run)), takes_away="compile",
+                 hook="probes.recompile.hook")
 
 # The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
-WORDS = ("recompile_start",)
+WORDS = ("recompile_start",)    # its event kind before it had a hook
+COUNTS = "recompiles"           # what count() counts, in words, for the compile measure
+COMPILE_KWARGS = ("dynamic",)   # what its toggle sets on torch.compile, compared by the compile measure
 TRIAGE = "compile"
 
 
 def recompiles(run) -> list[dict]:
-    return observed.recompile_records(run)
+    return recompile_records(run)
+
+
+def count(run) -> int:
+    """How many recompiles the run shows: the compile measure compares it in both runs (analysis/effects.py)."""
+    return len(recompile_records(run))
 
 
 def failed_on_limit(run) -> bool:

@@ -110,9 +110,6 @@ def _record(name: str, child: ChildResult, budget_s: float, submission_file: str
     st.charged_s = round(max(0.0, st.wall_s - st.lock_wait_s), 4)
     st.state = state_of(ev)
     fill_libraries(st, ev, submission_file, t_last)
-    detail = next((e for e in ev if e["k"] == "wrong_detail"), None)
-    if detail:
-        st.numerics = {k: detail.get(k) for k in ("case", "stats", "reference", "submission")}
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)

@@ -51,7 +51,6 @@ class CompileRecorder:
             info = {"caller_file": caller.f_code.co_filename, "caller_line": caller.f_lineno,
                     "caller_func": caller.f_code.co_name,
                     "kwargs": {k: _short(v) for k, v in kwargs.items()}}
-            rec.watch_recompiles()
             if model is None:       # @torch.compile(mode=...): the decorator comes back, the target later
                 inner = orig(*args, **kwargs)
 
@@ -75,36 +74,6 @@ class CompileRecorder:
                             **_target(self), via="module.compile")
                 return orig_method(self, *args, **kwargs)
             module_cls.compile = module_compile
-
-    def watch_recompiles(self) -> None:
-        """Say when a recompile starts, with torch's guard-failure reasons, before it finishes: a compile the
-        deadline cuts off never lands in the compile metrics, and it is still evidence. Dynamo asks
-        get_and_maybe_log_recompilation_reasons on every cache miss of a frame it compiled before."""
-        if getattr(self, "_recompiles_watched", False):
-            return
-        self._recompiles_watched = True
-        try:
-            import torch._dynamo.convert_frame as cf
-        except ImportError:     # a torch without it: finished recompiles are still recorded
-            return
-        orig = getattr(cf, "get_and_maybe_log_recompilation_reasons", None)
-        if orig is None:
-            return
-        ch = self.ch
-
-        @functools.wraps(orig)
-        def reasons(*args, **kwargs):
-            out = orig(*args, **kwargs)
-            try:
-                frame = args[1] if len(args) > 1 else kwargs.get("frame")
-                code = getattr(frame, "f_code", None)
-                if out and code is not None:
-                    ch.emit("recompile_start", code=code.co_name, file=code.co_filename,
-                            line=code.co_firstlineno, reasons=[str(r)[:300] for r in list(out)[:3]])
-            except Exception:  # noqa: BLE001 - watching must never change what the compile does
-                pass
-            return out
-        cf.get_and_maybe_log_recompilation_reasons = reasons
 
     def snapshot_config(self) -> None:
         """Emit the Inductor settings when they differ from the last snapshot (called as compiles land)."""

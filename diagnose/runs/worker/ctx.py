@@ -20,7 +20,6 @@ class Ctx:
     check: object = None
     judges: dict | None = None  # evaluator mode: the reference's functions as the evaluator imported them
     guard: object = None        # worker.guard.Guard: what judges the submission, checked for replacement
-    num: object = None          # worker.numerics.Watch: the numeric settings each side computed under
     report_fd: int | None = None    # evaluator mode: the descriptor the problem's evaluator reports on
 
     @property

@@ -13,6 +13,7 @@ import functools
 import os
 import sys
 
+from diagnose.runs.worker import plugins
 from diagnose.tasks.loader import case_label
 
 
@@ -41,7 +42,7 @@ def _wrap_generate(fn, ins, state: _State):
     return generate_input
 
 
-def _wrap_check(fn, ins, state: _State, num):
+def _wrap_check(fn, ins, state: _State):
     @functools.wraps(fn)
     def check_implementation(*args, **kwargs):
         name = state.once("check")
@@ -51,8 +52,7 @@ def _wrap_check(fn, ins, state: _State, num):
             with ins.phase(name, sync=False):
                 res = fn(*args, **kwargs)
         if len(args) >= 2 and not _passed(res):
-            num.submission()
-            num.wrong(fn, args[0], args[1], state.label or "case")
+            plugins.wrong(fn, args[0], args[1], state.label or "case", ins.ch)
         return res
     return check_implementation
 
@@ -62,7 +62,7 @@ def _passed(res) -> bool:
     return verdict_of(res)[0]
 
 
-def _wrap_kernel(fn, ins, state: _State, guard, num):
+def _wrap_kernel(fn, ins, state: _State, guard):
     @functools.wraps(fn)
     def custom_kernel(*args, **kwargs):
         name = state.once("first_call")
@@ -70,7 +70,6 @@ def _wrap_kernel(fn, ins, state: _State, guard, num):
             return fn(*args, **kwargs)
         with ins.phase(name, case=state.label):
             out = fn(*args, **kwargs)
-        num.submission()
         guard.verify(f"after {name}")    # once per shape, outside the evaluator's timed calls
         return out
     return custom_kernel
@@ -88,17 +87,15 @@ def _exec(h: "Hooks", name: str, module, inner) -> None:
             exec(code, module.__dict__)
         h.guard.verify("after the submission's import")
         if callable(getattr(module, "custom_kernel", None)):
-            module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard, h.num)
+            module.custom_kernel = _wrap_kernel(module.custom_kernel, h.ins, h.state, h.guard)
         return
     inner.exec_module(module)
-    if name == "reference":
-        h.num.reference(module)
     if callable(getattr(module, "generate_input", None)):
         h.judges["generate_input"] = module.generate_input
         module.generate_input = _wrap_generate(module.generate_input, h.ins, h.state)
     if callable(getattr(module, "check_implementation", None)):
         h.judges["check_implementation"] = module.check_implementation
-        module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state, h.num)
+        module.check_implementation = _wrap_check(module.check_implementation, h.ins, h.state)
     h.guard.watch_module(name)
 
 
@@ -114,10 +111,8 @@ class Hooks:
     NAMES = ("reference", "submission")
 
     def __init__(self, ins, guard):
-        from diagnose.runs.worker.numerics import Watch
         self.ins, self.state, self.guard = ins, _State(), guard
         self.judges: dict = {}
-        self.num = Watch(ins.ch, ins.torch)
 
     def install(self) -> None:
         """Through the worker's one import hook (imports.py): each module found in the evaluator's folder first."""

@@ -5,6 +5,8 @@ user: the library watchers (libraries.py), each probe's own hook (plugins.py) an
 
 - after(name, patch)          patch(module) once the module has run, and at once if it already has. A watcher
                               only watches: a patch that raises is dropped and the import goes on as it would.
+- ran(name, module)            the worker loaded that module itself, from its file (the built-in harness's
+                              reference and submission): its patches, as after an import
 - instead(name, run, where)   the module is found on the path entries where() gives (the evaluator's working
                               folder first), and run(module, loader) executes it in place of its loader: the
                               phase wrapper compiles the submission itself. What run raises is the import's error.
@@ -31,6 +33,11 @@ def after(name: str, patch) -> None:
     _AFTER.setdefault(name, []).append(patch)
     if name in sys.modules:
         _apply(patch, sys.modules[name])
+
+
+def ran(name: str, module) -> None:
+    for patch in list(_AFTER.get(name, ())):
+        _apply(patch, module)
 
 
 def instead(name: str, run, where) -> None:

@@ -8,9 +8,12 @@ worker imports that module by the name the spec gives (so nothing here imports a
 - api.emit(**fields)              an event {k: "probe", probe: <name>, ...}: the runner keeps it, per probe,
                                   in the stage's `probe_facts` (runner/stage_facts.py), untouched
 - api.on_phase(fn)                fn("begin"|"end", phase name, fields) around every phase of the harness
-- api.on_import(module, patch)    patch(module) once that module is imported (now, if it already is)
+- api.on_import(module, patch)    patch(module) once that module is imported (now, if it already is); the
+                                  harness's reference and submission too, which the worker loads from their files
 - api.on_torch(fn)                fn(torch) once torch is imported, before the guard notes what judges timing
                                   (so a hook's watcher of a clock is the clock the guard knows)
+- api.on_wrong(fn)                fn(check, data, output, case) once a check finds the submission's output wrong
+                                  (the harness's own check, or a problem evaluator's, in whichever process ran it)
 - api.on_stage_end(fn)            fn(stage) after the stage's own work returned, before the process ends
 - api.on_sample(pattern, name)    the sampler counts time below a frame whose file holds `pattern` as inside the
                                   mechanism `name` (one of the probe's INFO.mechanisms), before the built-in ones
@@ -29,6 +32,7 @@ import os
 
 _STAGE_END: list = []
 _TORCH_UP: list = []
+_WRONG: list = []
 
 
 class Api:
@@ -66,6 +70,10 @@ class Api:
     def on_torch(fn) -> None:
         _TORCH_UP.append(fn)
 
+    @staticmethod
+    def on_wrong(fn) -> None:
+        _WRONG.append(fn)
+
 
 def load(names, ch, submission: str, args: dict | None = None) -> None:
     """Install each named hook module, handed its probe's args; a probe's name is the module's package or its own
@@ -78,17 +86,21 @@ def load(names, ch, submission: str, args: dict | None = None) -> None:
             ch.emit("probe", probe=probe, error=f"its hook did not install: {type(e).__name__}: {e}"[:300])
 
 
-def _call(fns: list, arg, ch, when: str) -> None:
+def _call(fns: list, args: tuple, ch, when: str) -> None:
     for fn in list(fns):
         try:
-            fn(arg)
+            fn(*args)
         except Exception as e:  # noqa: BLE001
             ch.emit("probe", probe="?", error=f"a hook failed {when}: {type(e).__name__}: {e}"[:300])
 
 
 def torch_up(torch, ch) -> None:
-    _call(_TORCH_UP, torch, ch, "once torch was imported")
+    _call(_TORCH_UP, (torch,), ch, "once torch was imported")
 
 
 def stage_end(stage: str, ch) -> None:
-    _call(_STAGE_END, stage, ch, "at the stage's end")
+    _call(_STAGE_END, (stage,), ch, "at the stage's end")
+
+
+def wrong(check, data, out, case: str, ch) -> None:
+    _call(_WRONG, (check, data, out, case), ch, "after a wrong output")

@@ -11,6 +11,7 @@ import sys
 import types
 
 from diagnose.runs import harness
+from diagnose.runs.worker import imports, plugins
 from diagnose.runs.worker.ctx import Ctx
 from diagnose.runs.worker.timing import bench_cases, time_case
 from diagnose.tasks.loader import labels
@@ -31,6 +32,7 @@ def import_module_from(path: str, name: str, ctx: Ctx | None = None):
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     exec(_code(path, ctx), mod.__dict__)
+    imports.ran(name, mod)      # loaded from its file, never imported: the probes' patches of it, as after an import
     return mod
 
 
@@ -49,10 +51,7 @@ def run_as_main(path: str, ctx: Ctx) -> None:
 
 
 def load_reference(ctx: Ctx) -> None:
-    from diagnose.runs.worker.numerics import Watch
     ctx.reference = import_module_from(os.path.join(os.getcwd(), "reference.py"), "reference")
-    ctx.num = Watch(ctx.ch, ctx.torch)
-    ctx.num.reference(ctx.reference)
     ctx.generate = ctx.reference.generate_input
     ctx.check = ctx.reference.check_implementation
 
@@ -92,9 +91,7 @@ def _check(ctx: Ctx, label: str, data, out, index: int = 0) -> bool:
         ok, msg = False, f"check raised {type(e).__name__}: {e}"
     if not ok:
         ctx.ch.emit("check", case=label, ok=False, index=index, message=str(msg)[:2000])
-        if ctx.num is not None:
-            ctx.num.submission()
-            ctx.num.wrong(ctx.check, data, out, label)
+        plugins.wrong(ctx.check, data, out, label, ctx.ch)
     return bool(ok)
 
 
@@ -121,7 +118,6 @@ def stage_test(ctx: Ctx) -> str:
             data = ctx.generate(**case)
         with ctx.ins.phase(f"first_call:{label}", case=label):
             out = ctx.kernel(clone(data))
-        ctx.num.submission()
         with ctx.ins.phase(f"check:{label}"):
             if not _check(ctx, label, data, out):
                 return "wrong"

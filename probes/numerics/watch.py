@@ -1,4 +1,5 @@
-"""Why an output is wrong, in numbers; and the numeric settings each side computed under.
+"""The numerics probe's worker side, below its hook (hook.py): why an output is wrong, in numbers; and the numeric
+settings each side computed under. Imports nothing of diagnose's: it runs in the submission's processes.
 
 - `error_stats(out, ref, rtol, atol)`: the largest absolute and relative errors, how many elements are
   outside the tolerance, and the worst few (index, got, expected).
@@ -133,37 +134,3 @@ def _unravel(i: int, shape: list[int]) -> list[int]:
         out.append(i % d if d else 0)
         i = i // d if d else 0
     return list(reversed(out))
-
-
-class Watch:
-    """One process's numerics evidence: the reference's settings (its ref_kernel wrapped), the submission's
-    (read after its first call), and, once, how far a wrong output is from the reference's."""
-
-    def __init__(self, ch, torch):
-        self.ch, self.torch = ch, torch
-        self.ref = Settings(torch)
-        self.ref_fn = None
-        self.sub: dict | None = None
-        self.said = False
-
-    def reference(self, module) -> None:
-        fn = getattr(module, "ref_kernel", None)
-        if callable(fn):
-            module.ref_kernel = self.ref_fn = self.ref.watch(fn)
-
-    def submission(self) -> None:
-        if self.sub is None:
-            self.sub = read(self.torch)
-
-    def wrong(self, check, data, out, case: str) -> None:
-        """After a failed check: the errors against the reference's own output, and both sides' settings."""
-        if self.said:
-            return
-        self.said = True
-        stats = None
-        try:
-            if self.ref_fn is not None:
-                stats = error_stats(self.torch, out, self.ref_fn(data), *tolerance(check))
-        except Exception:  # noqa: BLE001 - evidence only: the check has already said wrong
-            stats = None
-        self.ch.emit("wrong_detail", case=case, stats=stats, reference=self.ref.seen, submission=self.sub)

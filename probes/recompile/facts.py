@@ -1,0 +1,26 @@
+"""The recompile probe's facts: every recompile, those that finished (compile metrics with an id 'F/R', R > 0) and,
+per stage, those that started and never finished (the deadline came while it compiled): Dynamo had named its guard
+failure (its hook's "start" events in probe_facts["recompile"]; a session of schema 4 or older has them among the
+stage's events, as "recompile_start"), and the stage ended before the compile landed."""
+from __future__ import annotations
+
+from diagnose.facts.measures import recompiles
+from diagnose.status import Status
+
+NAME = "recompile"
+
+
+def _started(st) -> list[dict]:
+    own = [r for r in (st.probe_facts or {}).get(NAME) or [] if r.get("event") == "start"]
+    return own or [e for e in st.events if e["k"] == "recompile_start"]
+
+
+def recompile_records(run) -> list[dict]:
+    out = []
+    for st in (s for s in (run.stages if run else []) if s.status != Status.SKIPPED):
+        done = recompiles(st)
+        out += [{"stage": st.name, **r} for r in done]
+        for e in _started(st)[len(done):]:
+            out.append({"stage": st.name, "compile_id": None, "phase": None, "in_progress": True,
+                        "reason": "; ".join(map(str, e.get("reasons") or [])) or None, "code": e.get("code")})
+    return out

@@ -1,0 +1,37 @@
+"""The recompile probe's worker side (worker/plugins.py loads it into every stage's process): say when a recompile
+starts, with torch's guard-failure reasons, before it finishes. A compile the deadline cuts off never lands in the
+compile metrics, and it is still evidence. Dynamo asks get_and_maybe_log_recompilation_reasons on every cache miss
+of a frame it compiled before; it is patched once Dynamo's convert_frame is imported (importing it ourselves would
+cost every process about a second).
+
+Event (probe_facts["recompile"], read back by facts.py): {event: "start", code, file, line, reasons}. Imports nothing
+of diagnose's: it runs in the submission's process.
+"""
+from __future__ import annotations
+
+import functools
+
+
+def patch(cf, api) -> None:
+    orig = getattr(cf, "get_and_maybe_log_recompilation_reasons", None)
+    if orig is None or getattr(orig, "_diagnose_watched", False):
+        return      # a torch without it: finished recompiles are still recorded
+
+    @functools.wraps(orig)
+    def reasons(*args, **kwargs):
+        out = orig(*args, **kwargs)
+        try:
+            frame = args[1] if len(args) > 1 else kwargs.get("frame")
+            code = getattr(frame, "f_code", None)
+            if out and code is not None:
+                api.emit(event="start", code=code.co_name, file=code.co_filename, line=code.co_firstlineno,
+                         reasons=[str(r)[:300] for r in list(out)[:3]])
+        except Exception:  # noqa: BLE001 - watching must never change what the compile does
+            pass
+        return out
+    reasons._diagnose_watched = True
+    cf.get_and_maybe_log_recompilation_reasons = reasons
+
+
+def install(api) -> None:
+    api.on_import("torch._dynamo.convert_frame", lambda mod: patch(mod, api))
