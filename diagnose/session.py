@@ -20,6 +20,7 @@ READABLE = (2, 3, 4, 5)    # 2: the compile step was a stage of its own; 3, 4: L
 LIFTED = {
     "builds": ("extension_build", "built"),     # schema 3
     "helion": ("helion", "tuned"),              # schema 3
+    "autotune": ("autotune", "tuned"),          # schema 5
 }
 
 
@@ -99,7 +100,6 @@ class StageResult:
     # The harness's compile step (`python3 submission.py`) before it in the same container: shown, never deciding
     compile_step: "StageResult | None" = None
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
-    autotune: list = field(default_factory=list)   # Triton's, per (kernel, key): {kernel, line, key, tried, ...}
     memo: list = field(default_factory=list)   # a tuning run's module-level dicts {name, text, entries, bytes, error}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until

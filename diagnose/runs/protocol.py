@@ -51,8 +51,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "container": {"private": (list,)},
     "state": {"op": (str,)},
     "recompile_start": {"code": (str,), "reasons": (list,)},
-    "autotune_config": {"kernel": (str,), "config": (dict,)},
-    "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "memo": {"name": (str,)},
     "wrong_detail": {},
     "outlive": {"procs": (list,)},
