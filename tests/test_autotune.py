@@ -10,14 +10,14 @@ import pytest
 
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
-from diagnose.session import Run, StageResult
+from diagnose.session import Run, Session, StageResult
 from diagnose.source.scan import scan_source
 from diagnose.status import Status
 from probes import autotune
 from probes.autotune import hook
 from probes.autotune.facts import step_tunes
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
-from tests.conftest import ROOT
+from tests.conftest import FIXTURES, ROOT, cli
 
 KERNEL = '''import torch
 import triton
@@ -222,3 +222,22 @@ def test_configs_by_name_are_pinned_and_an_autotuner_made_by_a_call_cannot_be(mo
     ast.parse(called)
     plan = autotune.plan(PlanContext(called, scan_source(called), gpu=False, baseline=base))
     assert plan.state == CANNOT_TOGGLE and "no @triton.autotune" in plan.why, (plan.state, plan.why)
+
+
+@pytest.mark.e2e
+def test_a_tuning_the_deadline_cuts_off_still_shows_what_it_had_timed(tmp_path):
+    """Through a real worker: the hook wraps the autotuner as the submission imports it, says its record after
+    each config, and the deadline (8 s, in a tuning of 20 s) finds the configs timed so far and the best of them."""
+    out = tmp_path / "o"
+    cli("run", FIXTURES / "lib" / "triton_standin.py", "--stages", "test", "--budget", "8", "--probes", "autotune",
+        "--out", out)
+    s = Session.from_dict(json.loads((out / "session.json").read_text()))
+    st = s.baseline.stage("test")
+    assert st.status == Status.TIMEOUT and not [e for e in st.events if e["k"] == "probe"], st.status
+    (cut,) = step_tunes(st)
+    assert cut["kernel"] == "_gemm" and not cut["done"] and 1 <= cut["tried"] < 40, cut
+    # the fastest timed: BLOCK 32 (0.64 ms) for the first 8 configs, BLOCK 64 (0.32 ms) from the ninth
+    assert cut["line"] == 46 and cut["best"]["ms"] == (0.64 if cut["tried"] <= 8 else 0.32), cut
+    assert any("|triton_autotune" in k for ph in st.samples.values() for k in ph.get("mechanisms", {})), st.samples
+    report = (out / "report.md").read_text()
+    assert "## Autotuning" in report and "cut off; best so far" in report
