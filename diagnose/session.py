@@ -22,6 +22,7 @@ LIFTED = {
     "helion": ("helion", "tuned"),              # schema 3
     "memo": ("search", "memo"),                 # schema 4
     "numerics": ("numerics", "wrong"),          # schema 4
+    "autotune": ("autotune", "tuned"),          # schema 4
 }
 
 
@@ -101,7 +102,6 @@ class StageResult:
     # The harness's compile step (`python3 submission.py`) before it in the same container: shown, never deciding
     compile_step: "StageResult | None" = None
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
-    autotune: list = field(default_factory=list)   # Triton's, per (kernel, key): {kernel, line, key, tried, ...}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen

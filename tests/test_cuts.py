@@ -64,7 +64,6 @@ SLICED = {
     "diagnose/analysis/not_looked.py": {"a[:2]", "out[:2]"},                     # an option's name; argv's head
     "diagnose/analysis/unfixed.py": {"runs[:8]"},                                 # "and N more toggle(s)"
     "diagnose/output/console.py": {'claims.by_kind(cl, "cause")[:3]', "lines[-1:]"},   # top causes; quiet's line
-    "diagnose/output/md_libs.py": {"rows[:20]"},                                  # table rows
     "diagnose/output/md_public.py": {"body[:-1]", "lines[:2]"},                   # a fold's lines
     # torch's recompile reasons (evidence): marking the cut re-renders the committed recompile-storm examples
     "diagnose/output/md_stages.py": {"sorted(reasons)[:10]", "x[:200]"},
@@ -74,6 +73,9 @@ SLICED = {
     "diagnose/output/text.py": {'" ".join(str(text).split())[:limit]', "parts[:2]", "where[:3]", "parts[-2:]",
                                 "text[-limit:]"},                                 # a path's parts; tail() itself
     "probes/autotune/__init__.py": {"recs[:20]"},                                          # evidence records
+    "probes/autotune/report.py": {"rows[:20]"},                                            # table rows
+    # the worker's hook imports nothing of diagnose's: values it records (a config's, a key's), not sentences
+    "probes/autotune/hook.py": {"str(v)[:80]", "str(x)[:80]"},
     "probes/extension_build/__init__.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
     "probes/extension_build/report.py": {"rows[:12]", '(b.get("built") or [])[:6]'},   # table rows
     # the worker's hook imports nothing of diagnose's: the records it sends, capped (values, not sentences)

@@ -10,8 +10,8 @@ A toggle is not trusted to do what its label says. Each probe names in its INFO 
             is found again by its text, and its time counts as moved, not removed;
 - compile   the submission's torch.compile calls (their mode, fullgraph, dynamic, options) and recompiles;
 - captures  outer CUDA graph captures, and compiled code run inside one;
-- autotune, records  what the library records say it tuned or built, and for how long (records: the probe's
-            own, read from its facts by its `records` hook);
+- records   what the library records say it tuned or built, and for how long (the probe's own, read from its
+            facts by its `records` hook);
 - own       the probe's own measure, of evidence only it reads (its `measure` hook: the numeric settings the
             submission computed under);
 - switch    a runtime switch (a warm container): the compile time it should save.
@@ -62,7 +62,6 @@ MEASURES = {
         base, run, {k for m in REGISTRY for k in getattr(m, "COMPILE_KWARGS", ())},
         [(m.count, m.COUNTS) for m in REGISTRY if m.INFO.takes_away == "compile" and hasattr(m, "count")]),
     "captures": lambda session, base, run, mod: captures_effect(base, run),
-    "autotune": lambda session, base, run, mod: library_effect(base, run, "autotune", "Triton autotuning"),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
     "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
     # the probe's own measure (its `measure` hook: reached, removed, what), of evidence only it reads

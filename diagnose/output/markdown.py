@@ -285,7 +285,7 @@ def render(session: Session) -> str:
     else:
         lines += _verdict(s, cl) + _causes(s, cl) + fold(_where(s)) + _fix(s, cl) + fold(_evidence(s, cl))
         for part in (_gantt, _suspects, md_stages.stages, md_stages.failure, md_stages.compile_metrics,
-                     md_libs.autotuning, *md_libs.probe_sections(), md_state.state, _environment):
+                     *md_libs.probe_sections(), md_state.state, _environment):
             lines += fold(part(s))
     lines += ["## Reproduce", "", *fence(shlex.join(s.command), "sh"), ""] + [f"- {n}" for n in s.notes]
     return md_public.publish("\n".join(lines).rstrip() + "\n", s)

@@ -20,7 +20,6 @@ SUMMARIES = {
     "## Stages of the baseline run": "each stage's phases, timings, resources and compile step",
     "## Failure": "the exception, the stacks and stderr of the failed stage",
     "## Compile metrics": "torch.compile's seconds per layer, per run and stage",
-    "## Autotuning": "Triton's autotuner per kernel and key",
     "## State kept between processes": "what each step left in the container and who read it",
     "## Environment": "the machine, the harness, the container and the budgets",
 }

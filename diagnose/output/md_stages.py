@@ -107,7 +107,7 @@ def compile_metrics(s: Session) -> list[str]:
             c = summary.compile_split(st.compile)
             out.append(f"| {r.id} | {st.name} | {len(st.compile)} | {len(summary.recompiles(st))} | "
                        f"{c['dynamo']:.2f} | "
-                       f"{c['aot_autograd']:.2f} | {c['inductor']:.2f} | {c['triton']:.2f} | {c['autotune']:.2f} | "
+                       f"{c['aot_autograd']:.2f} | {c['inductor']:.2f} | {c['triton']:.2f} | {c['tuning']:.2f} | "
                        f"{c['cudagraphs']:.2f} | {c['total']:.2f} |")
             rows += 1
     if not rows:

@@ -50,8 +50,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "evaluator_exit": {},
     "container": {"private": (list,)},
     "state": {"op": (str,)},
-    "autotune_config": {"kernel": (str,), "config": (dict,)},
-    "autotune_done": {"kernel": (str,), "winner": (dict,)},
     "outlive": {"procs": (list,)},
     "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
 }

@@ -1,7 +1,7 @@
 """autotune: does Triton's autotuner, compiling and timing every config at run time, cost the time?
 
-Present when the baseline run autotuned: the autotuner's own record (worker/libraries.py) says, per kernel
-and key, how many configs it compiled and timed, how long that took, and which config won. Toggle, as the
+Present when the baseline run autotuned: the autotuner's own record (hook.py, read back by facts.py) says, per
+kernel and key, how many configs it compiled and timed, how long that took, and which config won. Toggle, as the
 GPU MODE maintainers advise ("do not autotune on KernelBot; hardcode the configs"): each @triton.autotune
 keeps only the configs that won a key in the baseline (for a key whose tuning the deadline cut off, the
 best of those it had timed). Inductor's own max-autotune stays with compile_mode.
@@ -12,9 +12,14 @@ import json
 from functools import partial
 
 from diagnose.source.edits import apply_edits
+from probes.autotune.facts import step_tunes, tuned
 from probes.autotune.find import find  # noqa: F401 - its scan finder (spec.py: find)
+from probes.autotune.report import REPORT, report
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
 from probes.build_at_import import warm_in_main
+
+__all__ = ["INFO", "MECHANISM_HINTS", "MECHANISM_WORDS", "RECORDS", "REPORT", "TRIAGE", "WORDS", "plan", "records",
+           "report", "tuned"]
 
 INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  "the autotuner's record in the baseline run (configs compiled and timed per key, seconds, winner, "
@@ -23,21 +28,23 @@ INFO = ProbeInfo("autotune", "Triton autotuning at run time",
                  "changes on every call",
                  describe="Triton's autotuner compiling and timing every config at run time", sites=("autotune",),
                  needs_baseline=True, ranks={"pinned": 2, "key without": 3},
-                 mechanisms=("triton_autotune",), takes_away="autotune")
+                 mechanisms=("triton_autotune",), takes_away="records",
+                 hook="probes.autotune.hook")
 
 MECHANISM_WORDS = {"triton_autotune": "Triton's autotuner (compiling and timing every config)"}
 MECHANISM_HINTS = {
     "triton_autotune": "; the GPU MODE maintainers advise against autotuning on the harness: pin the configs",
 }
 # The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
-WORDS = ("autotune_config", "autotune_done")
+WORDS = ("autotune_config", "autotune_done")     # its event kinds before it had a hook
+RECORDS = "Triton autotuning"     # its records (facts.py), in words, for the measure of what a toggle took away
 TRIAGE = "autotune"
 CHURN = 0.8     # a key argument with a new value on at least this share of the calls retunes on (almost) every call
 
 
-def tuned(run) -> list[dict]:
-    """Every (kernel, key) the run autotuned, from all its steps' records."""
-    return [t for st in (run.stages if run else []) if st.status != "skipped" for t in st.autotune]
+def records(step) -> list[dict]:
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    return step_tunes(step)
 
 
 def winners(records: list[dict]) -> dict[str, list[dict]]:

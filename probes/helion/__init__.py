@@ -2,7 +2,7 @@
 break a rule of the harness's?
 
 Present when the source has an @helion.kernel and the baseline searched (Helion's own record of each search,
-worker/libraries.py), or failed where the problem's evaluator forbids searching (the reference-kernels Helion
+its hook.py), or failed where the problem's evaluator forbids searching (the reference-kernels Helion
 folders' eval.py sets HELION_DISALLOW_AUTOTUNING=1: a kernel without a config then raises at its first call).
 The fix is the one those folders' own template asks for, "autotune locally for each shape, then paste the best
 config here": a tuning run (every shape once, outside any budget) finds the configs, and the toggle writes

@@ -1,11 +1,9 @@
 """The parts of a stage record that come from one kind of event each: timing samples and their predictions,
-line samples, state kept on disk, library work (autotuning), a probe's own events, a problem evaluator's report.
+line samples, state kept on disk, a probe's own events, a problem evaluator's report.
 Takes a stage's events; fills its StageResult.
 """
 
 from __future__ import annotations
-
-import os
 
 from diagnose.runs import harness
 from diagnose.session import StageResult
@@ -83,38 +81,27 @@ def state_of(ev: list[dict]) -> dict:
     return rec
 
 
-def fill_libraries(st: StageResult, ev: list[dict], submission_file: str, t_last: float) -> None:
-    """Autotuning per (kernel, key), summed from its per-config events."""
-    mine = os.path.realpath(submission_file)
-    tunes: dict[tuple, dict] = {}
-    for e in ev:
-        if e["k"] not in ("autotune_config", "autotune_done"):
-            continue
-        line = e.get("line") if isinstance(e.get("file"), str) and os.path.realpath(e["file"]) == mine else None
-        r = tunes.setdefault((e["kernel"], str(e.get("key"))), {
-            "kernel": e["kernel"], "line": line, "key": str(e.get("key")), "tried": 0, "seconds": 0.0,
-            "best": None, "winner": None, "done": False})
-        if e["k"] == "autotune_config":
-            r["tried"] += 1
-            r["seconds"] = round(r["seconds"] + float(e.get("seconds") or 0), 4)
-            ms = e.get("ms")
-            if isinstance(ms, (int, float)) and (r["best"] is None or ms < r["best"]["ms"]):
-                r["best"] = {"config": e["config"], "ms": ms}
-        else:
-            r.update(done=True, winner=e["winner"], configs=e.get("configs"), tuning_s=e.get("seconds"),
-                     calls=e.get("calls"), parts=e.get("parts"))
-    st.autotune = list(tunes.values())
+def fill_libraries(st: StageResult, ev: list[dict], t_last: float) -> None:
+    """The time the stage's process ended, and the probes' own events (their hooks watch the libraries)."""
     st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
     fill_probes(st, ev)
 
 
 def fill_probes(st: StageResult, ev: list[dict]) -> None:
     """Each probe's own events."""
+    slots: dict[tuple, int] = {}
     for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
         if e["k"] == "probe" and isinstance(e.get("probe"), str):
             kept = st.probe_facts.setdefault(e["probe"][:40], [])
-            if len(kept) < PROBE_FACTS_CAP:
-                kept.append({k: v for k, v in e.items() if k not in ("k", "pid", "probe")})
+            rec = {k: v for k, v in e.items() if k not in ("k", "pid", "probe")}
+            # a running record (its slot, per process): the latest replaces the one before, where that stood
+            slot = (e["probe"][:40], e.get("pid"), str(e["slot"])) if "slot" in e else None
+            if slot in slots:
+                kept[slots[slot]] = rec
+            elif len(kept) < PROBE_FACTS_CAP:
+                if slot is not None:
+                    slots[slot] = len(kept)
+                kept.append(rec)
 
 
 def needs_gpu_reason(ev: list[dict]) -> str | None:

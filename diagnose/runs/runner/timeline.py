@@ -70,7 +70,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     The child's events are claims. A stage is ok only if the child reported the stage done, exited by
     itself with status 0, and got through the interpreter's exit; a `stage_done` that arrives while a
     phase is still open is impossible for the worker and is taken as the submission forging it."""
-    st, ev, t0, t_last = _record(name, child, budget_s, submission_file)
+    st, ev, t0, t_last = _record(name, child, budget_s)
     v = _seen(st, child, ev)
     if not _judge_stopped(st, child, v, budget_s, submission_file, t0, t_last):
         _judge_ended(st, child, v, submission_file, evaluated)
@@ -79,7 +79,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
     return st
 
 
-def _record(name: str, child: ChildResult, budget_s: float, submission_file: str):
+def _record(name: str, child: ChildResult, budget_s: float):
     """Everything the stage recorded, before any judgement: phases, resources, compiles, captures, timing,
     samples, state and libraries."""
     ev = child.events
@@ -104,12 +104,12 @@ def _record(name: str, child: ChildResult, budget_s: float, submission_file: str
                                                               if w["mode"] == "pause"), 3),
                                            load_per_cpu=child.load_per_cpu, cpus=os.cpu_count() or 0,
                                            others_cpu_s=child.others_cpu_s),
-                     # the per-path and per-config events, summed up below
-                     events=[e for e in ev if e["k"] not in ("state", "autotune_config")])
+                     # the per-path events, summed up below; a probe's running records live in its facts alone
+                     events=[e for e in ev if e["k"] != "state" and not (e["k"] == "probe" and "slot" in e)])
     # charged: the wall less the time held up, by the same measure the report shows as waits
     st.charged_s = round(max(0.0, st.wall_s - st.lock_wait_s), 4)
     st.state = state_of(ev)
-    fill_libraries(st, ev, submission_file, t_last)
+    fill_libraries(st, ev, t_last)
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.captures = _captures(ev, t0)

@@ -22,8 +22,6 @@ if _cfg:
     # inherited that mask, and must take the signal itself
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
     _ch.emit("worker_start", stage=_cfg["stage"], child=True)
-    from diagnose.runs.worker import libraries as _libraries
-    _libraries.install(_ch)
     from diagnose.runs.worker import plugins as _plugins
     _plugins.load(_cfg.get("hooks") or [], _ch, _cfg["submission"], _cfg.get("hook_args"))
 

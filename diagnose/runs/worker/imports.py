@@ -1,6 +1,6 @@
 """The worker's one import hook: what runs as a module is first imported, in the worker and in every process a
 problem's evaluator spawns (bootstrap.py installs it there too). One finder first on sys.meta_path serves every
-user: the library watchers (libraries.py), each probe's own hook (plugins.py) and the evaluator's phase wrapper
+user: each probe's own hook, its library watchers among them (plugins.py), and the evaluator's phase wrapper
 (hooks.py).
 
 - after(name, patch)          patch(module) once the module has run, and at once if it already has. A watcher

@@ -161,10 +161,9 @@ def _arm(spec: WorkerSpec):
     walls = _walls(spec)
     ch = Channel(ev_fd)
     ch.emit("container", **walls)
-    from diagnose.runs.worker import libraries, plugins
+    from diagnose.runs.worker import plugins
     from diagnose.runs.worker.state import StateLog
     StateLog(ch, spec.root, walls, _lent(spec)).install()
-    libraries.install(ch)
     plugins.load(spec.hooks, ch, spec.submission, spec.hook_args)   # before the submission binds what they watch
     # SIGUSR1 from the parent dumps every thread's stack into the stacks file; so does a fatal signal.
     # faulthandler writes from its C handler, so this works even while a thread sleeps inside C code.

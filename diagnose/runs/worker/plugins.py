@@ -7,6 +7,9 @@ worker imports that module by the name the spec gives (so nothing here imports a
 
 - api.emit(**fields)              an event {k: "probe", probe: <name>, ...}: the runner keeps it, per probe,
                                   in the stage's `probe_facts` (runner/stage_facts.py), untouched
+                                  (with slot=<text>, a running record: the runner keeps only the latest of
+                                  each slot of a process, where its first stood, and not among the stage's
+                                  events: progress said after every step, whose last a deadline still finds)
 - api.on_phase(fn)                fn("begin"|"end", phase name, fields) around every phase of the harness
 - api.on_import(module, patch)    patch(module) once that module is imported (now, if it already is); the
                                   harness's reference and submission too, which the worker loads from their files

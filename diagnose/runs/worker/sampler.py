@@ -35,7 +35,6 @@ RAW_CAP = 3000          # raw samples kept per stage, for the trace (aggregates 
 # pattern (in this order) that any of those frames' files matches names the mechanism.
 # A probe's own mechanisms come first (its hook names them: plugins.py Api.on_sample).
 MECHANISMS = [
-    ("triton/runtime/autotuner.py", "triton_autotune"),
     ("torch/_inductor/select_algorithm.py", "inductor_autotune"),
     ("torch/_inductor/autotune_process.py", "inductor_autotune"),
     ("triton/compiler/", "triton_compile"),
