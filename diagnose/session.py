@@ -20,6 +20,7 @@ READABLE = (2, 3, 4, 5)    # 2: the compile step was a stage of its own; 3, 4: L
 LIFTED = {
     "builds": ("extension_build", "built"),     # schema 3
     "helion": ("helion", "tuned"),              # schema 3
+    "captures": ("graph_capture", "capture"),   # schema 4
 }
 
 
@@ -83,7 +84,6 @@ class StageResult:
     stacks: str = ""
     exception: dict | None = None
     compile: list[dict] = field(default_factory=list)
-    captures: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)       # case -> raw samples and derived prediction
     predicted_s: float | None = None
     predicted_range: list | None = None   # [low, high] seconds: the prediction at the ends of its 95 % interval
@@ -103,6 +103,7 @@ class StageResult:
     memo: list = field(default_factory=list)   # a tuning run's module-level dicts {name, text, entries, bytes, error}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
+    start_t: float | None = None   # time.time() as its process started: a probe's event at t is t - start_t into it
     # A wrong result in numbers, and the numeric settings each side computed under (worker/numerics.py):
     # {case, stats: {max_abs, max_rel, outside, elements, rtol, atol, worst}, reference: {...}, submission: {...}}
     numerics: dict = field(default_factory=dict)
@@ -200,9 +201,7 @@ class Run:
     @property
     def exercised(self) -> bool | None:
         """Did any edited line of this variant execute? None when nothing was watched."""
-        if not self.watched:
-            return None
-        return bool(self.reached & set(self.watched))
+        return bool(self.reached & set(self.watched)) if self.watched else None
 
 
 @dataclass

@@ -31,6 +31,13 @@ Optional (absent means: nothing of that kind):
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
+- measure(base, run) -> (bool, bool, str) with INFO.takes_away "measure": what its toggle took away, measured on
+                                          its own evidence: (the baseline reached the suspect's work, the variant's
+                                          run took it away, what was measured in words) (analysis/effects.py)
+- spans(step) -> list[dict]               its suspect's work in one step as time spans, each {name, phase, start_s,
+                                          end_s (None: still open when the step ended), own}: the trace draws each;
+                                          the time of those `own` (the suspect's own work, not a library's) counts
+                                          as the probe's in a phase (the first call's split, the evidence table)
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
                                           StageResult.probe_facts[INFO.name]
@@ -71,10 +78,12 @@ HOOKS = (
     Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
     Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
+    Hook("measure", False, ("base", "run"), says="measure(base, run) -> tuple[bool, bool, str]"),
+    Hook("spans", False, ("step",), says="spans(step) -> list[dict], each {name, phase, start_s, end_s, own}"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
 PAIRS = (("records", "RECORDS"), ("report", "REPORT"))
-NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",)}
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "measure": ("measure",)}
 
 
 def _positional(fn) -> int | None:

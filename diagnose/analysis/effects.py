@@ -9,7 +9,8 @@ A toggle is not trusted to do what its label says. Each probe names in its INFO 
             statements, wherever they now stand: a statement the edit moved (work deferred into the first call)
             is found again by its text, and its time counts as moved, not removed;
 - compile   the submission's torch.compile calls (their mode, fullgraph, dynamic, options) and recompiles;
-- captures  outer CUDA graph captures, and compiled code run inside one;
+- measure   the probe's own measure of its own evidence (its `measure(base, run)` hook: an outer CUDA graph
+            capture, and compiled code run inside one);
 - autotune, records  what the library records say it tuned or built, and for how long (records: the probe's
             own, read from its facts by its `records` hook);
 - numerics  the numeric settings the submission computed under;
@@ -25,7 +26,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from diagnose.analysis.effect_calls import (
-    captures_effect,
     compile_effect,
     library_effect,
     numerics_effect,
@@ -58,7 +58,8 @@ MEASURES = {
     "lines": lambda session, base, run, mod: _took(mod, base, run, _got_past(
         session, base, run, lines_effect(session, base, run, mod.INFO.sites))),
     "compile": lambda session, base, run, mod: compile_effect(base, run),
-    "captures": lambda session, base, run, mod: captures_effect(base, run),
+    # the probe measures its own evidence (its `measure` hook): (reached, removed, what)
+    "measure": lambda session, base, run, mod: Effect(*mod.measure(base, run)),
     "autotune": lambda session, base, run, mod: library_effect(base, run, "autotune", "Triton autotuning"),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
     "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
