@@ -23,6 +23,7 @@ LIFTED = {
     "memo": ("search", "memo"),                 # schema 4
     "numerics": ("numerics", "wrong"),          # schema 4
     "autotune": ("autotune", "tuned"),          # schema 4
+    "captures": ("graph_capture", "capture"),   # schema 4
 }
 
 
@@ -86,7 +87,6 @@ class StageResult:
     stacks: str = ""
     exception: dict | None = None
     compile: list[dict] = field(default_factory=list)
-    captures: list[dict] = field(default_factory=list)
     timing: dict = field(default_factory=dict)       # case -> raw samples and derived prediction
     predicted_s: float | None = None
     predicted_range: list | None = None   # [low, high] seconds: the prediction at the ends of its 95 % interval
@@ -104,6 +104,7 @@ class StageResult:
     state: dict = field(default_factory=dict)   # container: {written, reads, writes, outside, spawned, container}
     probe_facts: dict = field(default_factory=dict)    # probe -> what its own worker hook sent (worker/plugins.py)
     end_t: float | None = None     # time.time() as its process ended or was stopped: a probe's open event ran until
+    start_t: float | None = None   # time.time() as its process started: a probe's event at t is t - start_t into it
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
 
@@ -198,9 +199,7 @@ class Run:
     @property
     def exercised(self) -> bool | None:
         """Did any edited line of this variant execute? None when nothing was watched."""
-        if not self.watched:
-            return None
-        return bool(self.reached & set(self.watched))
+        return bool(self.reached & set(self.watched)) if self.watched else None
 
 
 @dataclass

@@ -93,9 +93,9 @@ class ProbeInfo:
     figures: Callable | None = None
     # What its toggle takes away, measured in the variant's run against the baseline's (analysis/effects.py):
     # "lines" (the time in the statements it edits), "compile" (the compile calls' settings, recompiles),
-    # "captures", "records" (the probe's own, by its `records` hook: probes/spec.py), "own" (the probe's own
-    # measure, by its `measure` hook), "switch". A variant is "without the suspect" only where that measure shows
-    # the work gone.
+    # "records" (the probe's own, by its `records` hook: probes/spec.py), "measure" (the probe's own measure of its
+    # own evidence, by its `measure` hook), "switch". A variant is "without the suspect" only where that measure
+    # shows the work gone.
     takes_away: str | None = None
     # Probes that own a statement this one would also edit (a timed loop is a search, not a warmup): where both
     # toggles act on one statement, they are one suspect, named by the owner.

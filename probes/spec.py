@@ -30,7 +30,7 @@ Optional (absent means: nothing of that kind):
                                           renderer's code span for any text of the run
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
 - measure(base, run) -> (reached, removed, what)
-                                          with INFO.takes_away "own": what its toggle took away, measured by the
+                                          with INFO.takes_away "measure": what its toggle took away, measured by the
                                           probe itself on evidence only it reads (analysis/effects.py makes it an
                                           Effect: reached, removed as bool or None, what in words)
 - wrong_by(step) -> str                   how far a wrong output in the step (a StageResult) is from the
@@ -49,6 +49,10 @@ Optional (absent means: nothing of that kind):
                                           toggles edit; probes.scan runs every probe's, in the registry's order
 - risks(scan) -> list[dict]               what `check` warns of from the scan alone, before any run:
                                           {line, severity: error|warning, message}, from the scan's site dicts
+- spans(step) -> list[dict]               its suspect's work in one step as time spans, each {name, phase, start_s,
+                                          end_s (None: still open when the step ended), own}: the trace draws each;
+                                          the time of those `own` (the suspect's own work, not a library's) counts
+                                          as the probe's in a phase (the first call's split, the evidence table)
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
                                           StageResult.probe_facts[INFO.name]; what a TUNE plan puts in its
@@ -92,7 +96,8 @@ HOOKS = (
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
     Hook("find", False, ("scan",), says="find(scan: Scanner) -> None, adding its sites"),
     Hook("risks", False, ("scan",), says="risks(scan: list[dict]) -> list[dict], each {line, severity, message}"),
-    Hook("measure", False, ("base", "run"), says="measure(base, run) -> (reached, removed, what)"),
+    Hook("measure", False, ("base", "run"), says="measure(base, run) -> tuple[bool, bool, str]"),
+    Hook("spans", False, ("step",), says="spans(step) -> list[dict], each {name, phase, start_s, end_s, own}"),
     Hook("wrong_by", False, ("step",), says="wrong_by(step) -> str"),
     Hook("failure", False, ("step",), says="failure(step) -> list[str]"),
     Hook("count", False, ("run",), says="count(run) -> int"),
@@ -101,7 +106,7 @@ HOOKS = (
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
 PAIRS = (("records", "RECORDS"), ("report", "REPORT"), ("count", "COUNTS"))
-NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "own": ("measure",)}
+NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "measure": ("measure",)}
 
 
 def _positional(fn) -> int | None:

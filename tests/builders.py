@@ -46,6 +46,10 @@ def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, lock_w
 # What each probe's toggle takes away in SOURCE, as a run of the variant records it (analysis/effects.py measures
 # it against the baseline's record): the compile call's settings, the outer capture, the warmup loop's time at L8.
 _COMPILE = {"caller_file": "/c/r0/work/submission.py", "caller_line": 2, "target": "f", "via": "decorator"}
+# An outer capture still open in the first call, as the graph_capture probe's facts hold one (a record of a schema-4
+# session's StageResult.captures, lifted: probes/graph_capture/facts.py reads it as its hook's begin and end events)
+OUTER_CAPTURE = {"event": "capture", "origin": "outer", "phase": "first_call:256x512x256", "start_s": 3.5,
+                 "end_s": None}
 _AFTER = {"compile_mode": {"mode": "default"}, "fullgraph": {"mode": "max-autotune", "fullgraph": False},
           "recompile": {"mode": "max-autotune", "dynamic": True}}
 
@@ -59,8 +63,8 @@ def _records(st: StageResult, gone: set, first: bool) -> None:
     if first:       # a frame compiled at import, once per run, and an outer capture in its first call
         st.compile = st.compile or [{"compile_id": "0/0", "phase": "submission_import",
                                      "duration_us": 1e6 if "cache" in gone else 5e6}]
-    if first and not st.captures and "graph_capture" not in gone:
-        st.captures = [{"origin": "outer", "phase": "first_call:256x512x256", "start_s": 3.5, "end_s": None}]
+    if first and not st.probe_facts.get("graph_capture") and "graph_capture" not in gone:
+        st.probe_facts["graph_capture"] = [OUTER_CAPTURE]
     st.samples = {"first_call:256x512x256": {"stack": {"8": 20 if "warmup" in gone else 300, "4": 400}}}
     st.sample_interval_s = 0.01
 
@@ -92,8 +96,7 @@ def run(rid, probe=None, toggle=None, outcome="ok", walls=(5, 10, 20), per_call_
         # what SOURCE does when it runs: a frame compiled at import, an outer capture in the first call
         first = stages[0]
         first.compile = first.compile or [{"compile_id": "0/0", "phase": "submission_import", "duration_us": 0}]
-        first.captures = first.captures or [{"origin": "outer", "phase": "first_call:256x512x256", "start_s": 3.5,
-                                             "end_s": None}]
+        first.probe_facts["graph_capture"] = first.probe_facts.get("graph_capture") or [OUTER_CAPTURE]
     return Run(id=rid, probe=probe, toggle=toggle, outcome=Status(outcome), stages=stages, role=role,
                variant=variant if variant is not None else (None if probe is None else f"--- a\n+++ b\n-{rid}\n"),
                source_sha=sha or rid, switches=switches, watched=list(watched), removed=list(removed))

@@ -296,7 +296,8 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
 ROUND9_RECORDS = {"compile_calls": [{"caller_file": "/c/r0/work/submission.py", "caller_line": 15, "via": "decorator",
                                      "target": "_fused_silu_mul",
                                      "kwargs": {"mode": "max-autotune", "fullgraph": True}}],
-                  "captures": [{"origin": "outer", "phase": "first_call:a", "start_s": 19.0, "end_s": None}]}
+                  "probe_facts": {"graph_capture": [{"event": "capture", "origin": "outer", "phase": "first_call:a",
+                                                     "start_s": 19.0, "end_s": None}]}}
 
 
 def test_the_combinations_start_beside_a_slow_toggle_not_after_it():

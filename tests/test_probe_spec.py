@@ -57,6 +57,10 @@ def test_a_probe_that_holds_is_registered(monkeypatch, tmp_path):
     ("fake_words", {"mechs": '("lib_a",)'}, "MECHANISM_WORDS does not say lib_a"),
     ("fake_stray", {"extra": 'MECHANISM_HINTS = {"other": "; do"}'}, "MECHANISM_HINTS names other, which"),
     ("fake_triage", {"extra": "TRIAGE = 1"}, "TRIAGE is a int, not a str"),
+    ("fake_spans", {"extra": "def spans(step, phase): return []"}, "spans takes 2 argument(s), the contract passes 1"),
+    ("fake_measure", {"extra": "INFO = ProbeInfo('fake_measure', 's', 'h', 'w', describe='d', sites=(), "
+                               "takes_away='measure')"},
+     "INFO.takes_away is 'measure', which measures its measure: it has none"),
 ])
 def test_a_wrong_or_missing_hook_fails_with_a_clear_message(monkeypatch, tmp_path, name, kwargs, says):
     bad = _fake(monkeypatch, tmp_path, name, **kwargs)

@@ -1,5 +1,5 @@
-"""The record-based measures of a toggle's effect: the submission's torch.compile calls and recompiles, outer
-CUDA graph captures, what Triton's and Helion's autotuners and a probe's own records spent, and a runtime switch's
+"""The record-based measures of a toggle's effect: the submission's torch.compile calls and what the probes count
+of them (recompiles), what Triton's and Helion's autotuners and a probe's own records spent, and a runtime switch's
 compile time. Each compares what the baseline's record shows with the variant's. Pure.
 """
 from __future__ import annotations
@@ -31,29 +31,6 @@ def compile_effect(base: Run, run: Run, keys: set[str], counts: list) -> Effect:
     what = f"compile calls {'; '.join(b) or 'none'} in {base.id}, {'; '.join(v) or 'none'} in {run.id}" + \
         "".join(f"; {words} {nb} -> {nv}" for words, nb, nv in n if nb or nv)
     return Effect(True, b != v or any(nv < nb for _, nb, nv in n), what)
-
-
-def _compiled_inside(run: Run) -> bool:
-    """Compiled code ran inside an outer capture: the record says so, or the run failed inside torch.compile's
-    own frames in a phase that opened an outer capture."""
-    if observed.compiled_inside_capture(run):
-        return True
-    st = run.failed_stage
-    if st is None or not any(c["origin"] == "outer" and c.get("phase") == st.phase for c in st.captures):
-        return False
-    files = [f.get("file", "") for f in (st.exception or {}).get("frames") or []]
-    return any("torch/_inductor" in f or "torch/_dynamo" in f for f in files) or \
-        "torch/_inductor" in (st.stacks or "") or "torch/_dynamo" in (st.stacks or "")
-
-
-def captures_effect(base: Run, run: Run) -> Effect:
-    nb, nv = observed.outer_captures(base), observed.outer_captures(run)
-    ib, iv = _compiled_inside(base), _compiled_inside(run)
-    if not nb:
-        return Effect(False, False, f"{base.id} made no outer CUDA graph capture")
-    what = (f"outer captures {nb} in {base.id}, {nv} in {run.id}; compiled code inside one: "
-            f"{'yes' if ib else 'no'} -> {'yes' if iv else 'no'}")
-    return Effect(True, nv == 0 or (ib and not iv), what)
 
 
 def _stage_sum(run: Run, names: set[str], records) -> tuple[float, int]:

@@ -9,11 +9,10 @@ A toggle is not trusted to do what its label says. Each probe names in its INFO 
             statements, wherever they now stand: a statement the edit moved (work deferred into the first call)
             is found again by its text, and its time counts as moved, not removed;
 - compile   the submission's torch.compile calls (their mode, fullgraph, dynamic, options) and recompiles;
-- captures  outer CUDA graph captures, and compiled code run inside one;
+- measure   the probe's own measure of its own evidence (its `measure(base, run)` hook: an outer CUDA graph
+            capture and compiled code run inside one; the numeric settings the submission computed under);
 - records   what the library records say it tuned or built, and for how long (the probe's own, read from its
             facts by its `records` hook);
-- own       the probe's own measure, of evidence only it reads (its `measure` hook: the numeric settings the
-            submission computed under);
 - switch    a runtime switch (a warm container): the compile time it should save.
 
 An Effect says whether the baseline reached the suspect's work at all, whether the variant's run took it away,
@@ -26,7 +25,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from diagnose.analysis.effect_calls import (
-    captures_effect,
     compile_effect,
     library_effect,
     switch_effect,
@@ -61,11 +59,10 @@ MEASURES = {
     "compile": lambda session, base, run, mod: compile_effect(
         base, run, {k for m in REGISTRY for k in getattr(m, "COMPILE_KWARGS", ())},
         [(m.count, m.COUNTS) for m in REGISTRY if m.INFO.takes_away == "compile" and hasattr(m, "count")]),
-    "captures": lambda session, base, run, mod: captures_effect(base, run),
+    # the probe measures its own evidence (its `measure` hook): (reached, removed, what)
+    "measure": lambda session, base, run, mod: Effect(*mod.measure(base, run)),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
     "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
-    # the probe's own measure (its `measure` hook: reached, removed, what), of evidence only it reads
-    "own": lambda session, base, run, mod: Effect(*mod.measure(base, run)),
     "switch": lambda session, base, run, mod: switch_effect(base, run, [BY_NAME[p].records for p in mod.SAVES]),
 }
 

@@ -5,11 +5,13 @@ Nothing here measures; everything is computed from phases, compile records and t
 from __future__ import annotations
 
 from diagnose.analysis import carried, evidence
-from diagnose.facts.measures import first_call, geomean, recompiles, steady_us
+from diagnose.facts import measures
+from diagnose.facts.measures import geomean, recompiles, steady_us
 from diagnose.findings import Verdict
 from diagnose.runs.harness import RUNNER_ALLOWANCE, WIDE_MARGIN
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
+from probes import REGISTRY
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -31,6 +33,17 @@ def compile_split(records: list[dict]) -> dict[str, float]:
     return {k: round(v, 3) for k, v in tot.items()}
 
 
+def probe_spans(st: StageResult, own: bool = False) -> list[dict]:
+    """The spans of the probes' suspects' work in one stage (each probe's `spans` hook, in the registry's order);
+    with `own`, only the suspect's own work (a capture the submission made, not one its compiler made)."""
+    return [sp for m in REGISTRY if hasattr(m, "spans") for sp in m.spans(st) if sp["own"] or not own]
+
+
+def first_call(st: StageResult) -> dict | None:
+    """The stage's first call, split into compiling, the probes' own work in it (capturing) and the rest."""
+    return measures.first_call(st, probe_spans(st, own=True))
+
+
 def run_row(run: Run) -> dict:
     """One row of the evidence table: where a run's seconds went, from its earliest stages."""
     stages = [s for s in run.stages if s.status != "skipped"]
@@ -40,7 +53,7 @@ def run_row(run: Run) -> dict:
         imp = stages[0].phase_s("submission_import")
     comp = [r for s in stages for r in s.compile]
     fc = next((first_call(s) for s in stages if first_call(s)), None)
-    caps = [c for s in stages for c in s.captures if c["origin"] == "outer"]
+    caps = [c for s in stages for c in probe_spans(s, own=True)]
     cap_s = sum((c["end_s"] or c["start_s"]) - c["start_s"] for c in caps)
     steady = steady_us(run)
     worst = None

@@ -61,14 +61,15 @@ def recompiles(st: StageResult) -> list[dict]:
     return out
 
 
-def first_call(st: StageResult) -> dict | None:
-    """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup)."""
+def first_call(st: StageResult, spans: list[dict] = ()) -> dict | None:
+    """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup). `spans`:
+    the probes' own work in the stage (analysis/summary.probe_spans), whose time in the phase is its capturing."""
     ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
     if ph is None:
         return None
     total = ph.seconds
     comp = sum((r.get("duration_us") or 0) / 1e6 for r in st.compile if r.get("phase") == ph.name)
-    cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in st.captures
-              if c.get("phase") == ph.name and c["origin"] == "outer")
+    cap = sum(((c["end_s"] if c["end_s"] is not None else ph.end_s) - c["start_s"]) for c in spans
+              if c.get("phase") == ph.name)
     return {"phase": ph.name, "total_s": round(total, 3), "compile_s": round(comp, 3),
             "capture_s": round(cap, 3), "rest_s": round(max(0.0, total - comp - cap), 3), "open": ph.open}

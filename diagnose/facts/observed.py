@@ -8,7 +8,6 @@ from __future__ import annotations
 import ast
 import os
 
-from diagnose.findings import clip
 from diagnose.session import Run, StageResult
 from diagnose.status import Status
 
@@ -55,40 +54,6 @@ def inductor_settings(run: Run | None) -> dict:
             if e["k"] == "inductor_config" and isinstance(e.get("settings"), dict):
                 last = e["settings"]
     return last
-
-
-def compiled_inside_capture(run: Run | None) -> list[str]:
-    """Evidence that compiled code ran inside an outer CUDA graph capture, however it was reached: a
-    capture that cudagraph trees started inside the outer one, a compile or a failure of the compiler's
-    own frames while the outer capture was open."""
-    out = []
-    for st in _stages(run):
-        outer = [c for c in st.captures if c["origin"] == "outer"]
-        if not outer:
-            continue
-        for c in st.captures:
-            if c["origin"] == "inductor" and any(o["start_s"] <= c["start_s"] and (o["end_s"] is None or
-                                                 c["start_s"] <= o["end_s"]) for o in outer):
-                out.append(f"{st.name}: cudagraph trees captured inside the outer capture in {c['phase']}")
-                break
-        t0 = st.events[0]["t"] if st.events else 0
-        for r in st.compile:
-            t = r.get("t", 0) - t0
-            if any(o["start_s"] <= t and (o["end_s"] is None or t <= o["end_s"]) for o in outer):
-                out.append(f"{st.name}: a frame compiled while the outer capture was open ({r.get('co_name')})")
-                break
-        frames = (st.exception or {}).get("frames") or []
-        open_capture = any(o["end_s"] is None for o in outer)
-        if open_capture and any(f"torch{os.sep}_dynamo" in f["file"] or f"torch{os.sep}_inductor" in f["file"]
-                                for f in frames):
-            out.append(f"{st.name}: the capture failed inside torch.compile's own code ({clip(st.message, 120)})")
-        if open_capture and st.stacks and ("torch/_dynamo" in st.stacks or "torch/_inductor" in st.stacks):
-            out.append(f"{st.name}: stopped inside torch.compile's code while the outer capture was open")
-    return out
-
-
-def outer_captures(run: Run | None) -> int:
-    return sum(1 for st in _stages(run) for c in st.captures if c["origin"] == "outer")
 
 
 def samples(st: StageResult, phase_prefix: str, kind: str = "lines") -> dict[int, int]:

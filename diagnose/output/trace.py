@@ -5,6 +5,7 @@ message names no path of this machine (public.py): the trace goes along with the
 """
 import json
 
+from diagnose.analysis import summary
 from diagnose.output import public
 from diagnose.session import Session
 
@@ -32,8 +33,8 @@ def render(session: Session) -> str:
                     for t, phase, line in e.get("raw") or []:
                         events.append({"ph": "i", "s": "t", "name": f"L{line}", "pid": pid, "tid": tid,
                                        "ts": max(0.0, t - t0) * 1e6, "args": {"phase": phase}})
-            for c in st.captures:
+            for c in summary.probe_spans(st):     # the probes' own spans (a CUDA graph capture), each as it ran
                 end = c["end_s"] if c["end_s"] is not None else st.wall_s
-                events.append({"ph": "X", "name": f"capture ({c['origin']})", "pid": pid, "tid": tid,
+                events.append({"ph": "X", "name": c["name"], "pid": pid, "tid": tid,
                                "ts": c["start_s"] * 1e6, "dur": (end - c["start_s"]) * 1e6})
     return json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}) + "\n"

@@ -25,8 +25,6 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "env": {},
     "begin": {"name": (str,)},
     "end": {"name": (str,)},
-    "capture_begin": {"origin": (str,)},
-    "capture_end": {},
     "compile": {},
     "compile_counters": {},
     "flush": {"bytes": (int,), "wanted": (int,)},

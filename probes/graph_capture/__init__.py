@@ -3,6 +3,10 @@
 Toggles: remove the capture (the body runs eagerly, and replay() runs it again, writing its results into
 the tensors the capture produced, as a replayed graph would); or keep the capture and call the compiled
 functions' original Python code inside it. CUDA graphs need a GPU: on a CPU this probe does not run.
+
+Evidence: its worker hook (hook.py) says every capture as it begins and ends, and who began it (the submission, or
+torch's cudagraph trees); facts.py reads them back into captures, their spans (the trace, the time spent capturing)
+and its measure of what a toggle took away.
 """
 from __future__ import annotations
 
@@ -10,10 +14,13 @@ import ast
 import textwrap
 from functools import partial
 
-from diagnose.facts import observed
 from diagnose.source.edits import apply_edits
 from probes.base import ABSENT, CANNOT_TOGGLE, NOT_APPLICABLE, RUN, Plan, PlanContext, ProbeInfo, Toggle, sites
-from probes.graph_capture.find import find, risks  # noqa: F401 - its scan finder and static risks (spec.py)
+from probes.graph_capture.facts import compiled_inside_capture, measure, outer_captures, spans
+from probes.graph_capture.find import find, risks
+
+__all__ = ["HELPER", "INFO", "TRIAGE", "WORDS", "capture_off", "find", "measure", "plan", "risks", "spans",
+           "uncompiled_inside"]
 
 INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions",
                  "`with torch.cuda.graph(...)` blocks, capture_begin, make_graphed_callables, and the compiled "
@@ -21,10 +28,10 @@ INFO = ProbeInfo("graph_capture", "CUDA graph capture around compiled functions"
                  "capture off (eager body, replay re-runs it) | capture kept, compiled fn uncompiled inside",
                  describe="an outer CUDA graph capture around a compiled function", sites=("capture",),
                  requires=("compile_mode",),
-                 seen=lambda run: observed.outer_captures(run) > 0, takes_away="captures")
+                 seen=lambda run: outer_captures(run) > 0, takes_away="measure", hook="probes.graph_capture.hook")
 
 # The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
-WORDS = ("capture_begin", "capture_end", "captures")
+WORDS = ("capture_begin", "capture_end", "captures")    # its event kinds and field before it had a hook
 TRIAGE = "compile"
 
 HELPER = '''
@@ -107,14 +114,14 @@ def uncompiled_inside(source: str, any_capture: bool = False) -> str:
 
 def plan(ctx: PlanContext) -> Plan:
     caps = ctx.scan.of("capture")
-    inside = observed.compiled_inside_capture(ctx.baseline)
+    inside = compiled_inside_capture(ctx.baseline)
     if not ctx.gpu:
         if caps:
             return Plan(NOT_APPLICABLE, "CUDA graph capture needs a CUDA GPU, and this machine has none")
         return Plan(ABSENT, "no CUDA graph capture in the submission")
     around = [s for s in caps if s.details["calls_compiled"]]
     if ctx.baseline is not None and not inside and not around:
-        n = observed.outer_captures(ctx.baseline)
+        n = outer_captures(ctx.baseline)
         return Plan(ABSENT, f"the baseline captured {n} CUDA graph(s), and no compiled code ran inside one"
                     if n else "the baseline captured no CUDA graph")
     if not around and not inside:

@@ -22,7 +22,7 @@ INFO = ProbeInfo("numerics", "numeric settings the reference computes under and 
                  "the settings seen while the reference and custom_kernel computed, in the baseline run",
                  "the reference's settings, set by the submission", needs_baseline=True, bisect=False,
                  describe="computing under other numeric settings than the reference (TF32, matmul precision, "
-                          "deterministic algorithms, default dtype)", sites=(), takes_away="own",
+                          "deterministic algorithms, default dtype)", sites=(), takes_away="measure",
                  hook="probes.numerics.hook")
 
 # The words that carry its evidence in a run (event kinds, fact keys): probes/spec.py
@@ -85,7 +85,7 @@ def plan(ctx: PlanContext) -> Plan:
 
 
 def measure(base, run) -> tuple[bool | None, bool | None, str]:
-    """What its toggle took away (INFO.takes_away "own"): the numeric settings the submission computed under, in
+    """What its toggle took away (INFO.takes_away "measure"): the numeric settings the submission computed under, in
     the baseline's run against the variant's."""
     def settings(r) -> dict:
         return next((n["submission"] for st in r.stages if (n := step_wrong(st)).get("submission")), {})

@@ -49,20 +49,6 @@ def _phases(events: list[dict], t0: float, t_last: float, held_up: list = ()) ->
     return sorted(out, key=lambda p: (p.start_s, -p.end_s))
 
 
-def _captures(events: list[dict], t0: float) -> list[dict]:
-    out, open_ = [], []
-    for ev in events:
-        if ev["k"] == "capture_begin":
-            open_.append(ev)
-        elif ev["k"] == "capture_end" and open_:
-            b = open_.pop()
-            out.append({"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0,
-                        "end_s": ev["t"] - t0})
-    out += [{"origin": b["origin"], "phase": b.get("phase"), "start_s": b["t"] - t0, "end_s": None}
-            for b in open_]
-    return out
-
-
 def build_stage(name: str, child: ChildResult, budget_s: float, submission_file: str,
                 evaluated: bool = False) -> StageResult:
     """The stage's record, judged from what the parent observed.
@@ -80,7 +66,7 @@ def build_stage(name: str, child: ChildResult, budget_s: float, submission_file:
 
 
 def _record(name: str, child: ChildResult, budget_s: float):
-    """Everything the stage recorded, before any judgement: phases, resources, compiles, captures, timing,
+    """Everything the stage recorded, before any judgement: phases, resources, compiles, timing,
     samples, state and libraries."""
     ev = child.events
     for e in ev:
@@ -112,7 +98,7 @@ def _record(name: str, child: ChildResult, budget_s: float):
     fill_libraries(st, ev, t_last)
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
-    st.captures = _captures(ev, t0)
+    st.start_t = t0      # a probe's own events keep their time: its facts read them against the stage's start
     st.timing = timing_of(ev)
     overruns = [(t0 + w["start_s"], t0 + w["start_s"] + w["seconds"]) for w in child.lock_waits
                 if w["mode"] == "overrun"]

@@ -1,5 +1,5 @@
 """First thing in every process a problem's evaluator spawns (its multiprocessing pool workers): set up
-the same instruments as the worker (phases, compile records, captures, the sampler, a stack dump on
+the same instruments as the worker (phases, compile records, the probes' hooks, the sampler, a stack dump on
 SIGUSR1 into a file of its own) on the descriptors the worker passed along. Does nothing in a process
 started without them.
 """
@@ -33,7 +33,6 @@ if _cfg:
 
     _ins = Instruments(_ch, torch, _cfg["submission"], GpuLock(_ch, None), watch=_cfg.get("watch") or [],
                        sample=_cfg.get("sample", True))
-    _ins.hook_captures()
     _plugins.torch_up(torch, _ch)
     _guard = Guard(_ch)
     _guard.watch_clocks(torch)

@@ -5,7 +5,7 @@ without ever blocking. Each event is one os.write of at most PIPE_BUF bytes, whi
 whole even when several threads or processes write at once; a larger event is cut into numbered
 fragments the parent joins again. A kill between two writes therefore never leaves half an event.
 
-Event kinds (field `k`): worker_start, env, begin, end, capture_begin, capture_end, compile, compile_call,
+Event kinds (field `k`): worker_start, env, begin, end, compile, compile_call,
 repeat, timing, check, exception, worker_error, reached, samples, lock, stage_done, exit_clean, tamper,
 needs_gpu, probe (a probe's own hook: worker/plugins.py). Every event carries `t` (time.time()) and `pid`.
 """

@@ -1,4 +1,4 @@
-"""Instruments inside the child: phases, GPU holds, torch's own compile metrics, graph-capture spans.
+"""Instruments inside the child: phases, GPU holds, torch's own compile metrics.
 
 Compile metrics come from torch._dynamo.utils.get_compilation_metrics(), one record per frame compile;
 field names move between torch versions, so every field is read with a default. New records are
@@ -66,7 +66,6 @@ class Instruments:
             self.sampler.start()
         self._seen_metrics = 0
         self._metrics_lock = threading.Lock()
-        self._capture_depth = 0
         self._stop = threading.Event()
         self._poller = threading.Thread(target=self._poll, daemon=True, name="diagnose-metrics")
         self._poller.start()
@@ -152,37 +151,3 @@ class Instruments:
                 self.ch.emit("compile_counters", phase=phase, graph_breaks=breaks,
                              unique_graphs=counters.get("stats", {}).get("unique_graphs", 0))
             self._seen_metrics = len(recs)
-
-    # -- CUDA graph capture spans ------------------------------------------------------------------
-    def _capture_origin(self) -> str:
-        """'outer' when the submission started this capture, 'inductor' when cudagraph trees did."""
-        f = sys._getframe(2)
-        while f is not None and f.f_code.co_filename.endswith(os.path.join("torch", "cuda", "graphs.py")):
-            f = f.f_back
-        if f is None:
-            return "outer"
-        fn = f.f_code.co_filename
-        return "inductor" if (os.sep + "torch" + os.sep) in fn else "outer"
-
-    def hook_captures(self) -> None:
-        """Wrap CUDAGraph.capture_begin/capture_end: torch.cuda.graph and manual captures both pass here."""
-        if not self.cuda:
-            return
-        cls = self.torch.cuda.CUDAGraph
-        orig_begin, orig_end = cls.capture_begin, cls.capture_end
-        inst = self
-
-        def capture_begin(graph, *a, **kw):
-            origin = inst._capture_origin()
-            inst._capture_depth += 1
-            inst.ch.emit("capture_begin", origin=origin, phase=inst.ch.phase, depth=inst._capture_depth)
-            return orig_begin(graph, *a, **kw)
-
-        def capture_end(graph, *a, **kw):
-            try:
-                return orig_end(graph, *a, **kw)
-            finally:
-                inst.ch.emit("capture_end", phase=inst.ch.phase, depth=inst._capture_depth)
-                inst._capture_depth -= 1
-
-        cls.capture_begin, cls.capture_end = capture_begin, capture_end

@@ -223,7 +223,6 @@ def _setup(spec: WorkerSpec, ch, lock, report_fd):
                 torch.cuda.init()
                 torch.empty(1, device="cuda")
         ch.emit("env", **_environment(torch))
-        ins.hook_captures()
         plugins.torch_up(torch, ch)      # before the guard notes the clocks: a probe's watcher is one of them
         guard = Guard(ch)
         guard.watch_clocks(torch)
