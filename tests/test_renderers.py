@@ -124,3 +124,14 @@ def test_where_the_time_went_comes_between_the_causes_and_the_fix():
     heads = ("## Ranked causes", "## Where the time went", "## Verified fix", "## Evidence per run")
     pos = [md.index(h) for h in heads]
     assert pos == sorted(pos)
+
+
+def test_a_folded_traceback_names_the_tools_own_frames_by_their_part_never_a_directory_above():
+    from diagnose.output.text import fold_frames
+    frames = [{"file": "/home/someone/x/site-packages/torch/_dynamo/eval_frame.py", "line": 1, "func": "f"},
+              {"file": "/home/someone/tool/probes/graph_capture/hook.py", "line": 2, "func": "capture_begin"},
+              {"file": "/home/someone/tool/diagnose/runs/worker/stages.py", "line": 3, "func": "stage_test"},
+              {"file": "/work/sub/submission.py", "line": 9, "func": "custom_kernel"}]
+    text = "\n".join(fold_frames(frames, "submission.py"))
+    assert "probes/graph_capture" in text and "diagnose/runs" in text and "torch/_dynamo" in text, text
+    assert "someone" not in text and "submission.py" in text

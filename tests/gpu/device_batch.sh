@@ -4,7 +4,8 @@
 # runs out of time loses nothing that came before it.
 #
 #   bash tests/gpu/device_batch.sh PART...
-#   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below) |
+#   PART: bench:cold,default | bench:sampler | example:NAME (a committed example report, see below; hooks-*: the
+#         probes' worker hooks once they moved into their packages, each beside the example it repeats) |
 #         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget $TRIAGE_BUDGET, default 60, into reports/examples/NAME) | alone:NAME (its checks, in turn) |
 #         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
 #         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare) |
@@ -39,7 +40,10 @@ example() {   # committed example reports: the command that makes each
     inline-cuda-killed) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --compile-budget 20 --budget 45" ;;
     inline-cuda-covered) echo "run tests/fixtures/gpu/inline_cuda.py --stages compile,test --budget 45" ;;
     conv2d-correct) echo "run .problems/pmpp_v2/conv2d_py/solutions/correct/ref.py --problem .problems/pmpp_v2/conv2d_py --stages compile,test" ;;
-    triton-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
+    triton-autotune|hooks-autotune) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 60" ;;
+    hooks-capture) echo "run tests/fixtures/gpu/capture_closure_method.py --stages test" ;;
+    hooks-recompile) echo "run tests/fixtures/gpu/recompile_storm.py --stages test,benchmark --budget 60" ;;
+    hooks-numerics) echo "check .problems/triage/matmul_low_precision.py --problems-root .problems/rk --budget 45" ;;
     triton-autotune-near-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 20" ;;
     triton-autotune-at-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 13" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
