@@ -71,8 +71,8 @@ _INSTALLED = re.compile(r"/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
 
 def _lib(path: str) -> str:
     """'torch/_dynamo' for '…/site-packages/torch/_dynamo/eval_frame.py', 'json/decoder.py' for the standard
-    library's, 'diagnose/runs' for the tool's own and 'probes/<name>' for a probe's worker hook; elsewhere the file and its folder, never the directories
-    above them (a home, a user name)."""
+    library's, 'diagnose/runs' for the tool's own and 'probes/<name>' for a probe's worker hook; elsewhere the
+    file and its folder, never the directories above them (a home, a user name)."""
     p = path.replace("\\", "/")
     own = p.find("/diagnose/") if "/diagnose/" in p else p.find("/probes/")
     m = _INSTALLED.search(p)
