@@ -43,7 +43,7 @@ ORDER = [m.INFO.name for m in REGISTRY]
 def scan(source: str, tree=None) -> ScanResult:
     """Every suspect's sites in a source: the scan's own (compile calls, compiler settings), then each probe's
     finder in the registry's order (graph_capture's captures come before warmup's loops, which read them)."""
-    return scan_source(source, tree, [m.find for m in REGISTRY if hasattr(m, "find")])
+    return scan_source(source, tree, finders=[m.find for m in REGISTRY if hasattr(m, "find")])
 
 
 def static_risks(sites: list[dict]) -> list[dict]:

@@ -40,7 +40,7 @@ def set_kw(source: str, ordinal: int | None, kw: str, value: str, suspect: str =
     """Set keyword `kw` to the source text `value` on compile site `ordinal` (None: every site)."""
     from diagnose.source.scan import scan_source
     edits = []
-    for s in scan_source(source).of(suspect):
+    for s in scan_source(source, finders=()).of(suspect):     # the compile sites: the scan's own
         d = s.details
         if ordinal is not None and d["ordinal"] != ordinal or not d.get("span"):
             continue

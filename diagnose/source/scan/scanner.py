@@ -246,9 +246,10 @@ class Scanner:
         return [s for s in self.sites if s.suspect == suspect]
 
 
-def scan_source(source: str, tree: ast.Module | None = None, finders=()) -> ScanResult:
-    """The compile and config sites, then what each of `finders` (the probes' `find(scan)`, in the registry's
-    order: a finder may read the sites one before it found) adds. probes.scan hands in every probe's."""
+def scan_source(source: str, tree: ast.Module | None = None, *, finders) -> ScanResult:
+    """The compile and config sites, then what each of `finders` adds: the probes' `find(scan)`, in the registry's
+    order (a finder may read the sites one before it found). Always named, so that no caller gets a scan short of
+    the probes' sites unawares: probes.scan hands in every probe's, `finders=()` asks for the scan's own."""
     try:
         tree = tree or ast.parse(source)
         s = Scanner(source, tree)
