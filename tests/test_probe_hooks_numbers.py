@@ -80,7 +80,8 @@ def test_the_recompile_hook_says_a_recompile_as_it_starts_and_the_probe_reads_it
     recompile_hook.patch(cf, None)      # watched once
     code = types.SimpleNamespace(co_name="f", co_filename="submission.py", co_firstlineno=3)
     assert cf.get_and_maybe_log_recompilation_reasons(None, types.SimpleNamespace(f_code=code)) == ["size mismatch"]
-    assert sent == [{"event": "start", "code": "f", "file": "submission.py", "line": 3, "reasons": ["size mismatch"]}]
+    assert sent == [{"event": "start", "code": "f", "file": "submission.py", "line": 3, "reasons": ["size mismatch"]},
+                    {"event": "starts", "n": 1, "slot": "starts"}]
     new = _stage(probe_facts={"recompile": [{"t": 1.0, **sent[0]}]})
     old = _stage(events=[{"k": "recompile_start", "t": 1.0, "pid": 1, **{k: v for k, v in sent[0].items()
                                                                        if k != "event"}}])
@@ -88,3 +89,24 @@ def test_the_recompile_hook_says_a_recompile_as_it_starts_and_the_probe_reads_it
         assert recompile_records(Run(id="r0", role="baseline", probe=None, stages=[st])) == [
             {"stage": "test", "compile_id": None, "phase": None, "in_progress": True, "reason": "size mismatch",
              "code": "f"}]
+
+
+def test_a_storm_of_recompiles_past_the_cap_on_a_probes_events_is_counted_whole():
+    """The runner keeps 200 events of a probe per stage; a recompile storm starts more (461 in one H100 stage). The
+    hook sends the first KEPT with their reasons and a running count in a slot, so the stage still counts them all."""
+    from diagnose.runs.runner.child import ChildResult
+    from diagnose.runs.runner.timeline import build_stage
+    sent = []
+    cf = types.SimpleNamespace(get_and_maybe_log_recompilation_reasons=lambda cache, frame: ["size mismatch"])
+    recompile_hook.patch(cf, types.SimpleNamespace(emit=lambda **f: sent.append(f)))
+    code = types.SimpleNamespace(co_name="f", co_filename="submission.py", co_firstlineno=3)
+    for _ in range(461):
+        cf.get_and_maybe_log_recompilation_reasons(None, types.SimpleNamespace(f_code=code))
+    assert len(sent) > 200          # more than the runner keeps of a probe in a stage: this checks the cap
+    evs = [{"k": "worker_start", "t": 1000.0, "pid": 7, "stage": "test"}]
+    evs += [{"k": "probe", "probe": "recompile", "t": 1000.0 + i / 1000, "pid": 7, **f} for i, f in enumerate(sent)]
+    st = build_stage("test", ChildResult(start_t=1000.0, wall_s=20.0, killed="deadline", kill_t=1010.0, events=evs),
+                     20.0, "/x/submission.py")
+    recs = recompile_records(Run(id="r0", role="baseline", probe=None, stages=[st]))
+    assert len(recs) == 461 and all(r["in_progress"] for r in recs)
+    assert sum(1 for r in recs if r["reason"] == "size mismatch") == recompile_hook.KEPT

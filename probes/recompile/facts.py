@@ -11,8 +11,13 @@ NAME = "recompile"
 
 
 def _started(st) -> list[dict]:
-    own = [r for r in (st.probe_facts or {}).get(NAME) or [] if r.get("event") == "start"]
-    return own or [e for e in st.events if e["k"] == "recompile_start"]
+    """Every recompile the stage started, in order: those the hook sent whole, then ({}) those it only counted."""
+    facts = (st.probe_facts or {}).get(NAME) or []
+    own = [r for r in facts if r.get("event") == "start"]
+    counted = sum(int(r.get("n") or 0) for r in facts if r.get("event") == "starts")     # per process, summed
+    if not facts:
+        own = [e for e in st.events if e["k"] == "recompile_start"]
+    return own + [{} for _ in range(max(0, counted - len(own)))]
 
 
 def recompile_records(run) -> list[dict]:
