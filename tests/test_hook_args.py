@@ -54,7 +54,8 @@ def test_the_search_plan_names_the_scans_dicts_and_its_hook_reports_them_at_the_
     Hook(api).stage_end("test")
     assert sent == []                         # only a tuning run's end
     Hook(api).stage_end("tune")
-    assert sent[0] == {"what": "memo", "name": "_BEST", "text": "{(4, 8): 2, (16, 8): 1}", "entries": 2, "bytes": 23}
+    assert sent[0] == {"what": "memo", "slot": "memo:_BEST", "name": "_BEST", "text": "{(4, 8): 2, (16, 8): 1}",
+                       "entries": 2, "bytes": 23}
     assert "(object, str) cannot be written as constants" in sent[1]["error"]
     assert sent[2]["error"] == "`_GONE` is a NoneType at the end, not a dict"
     st = StageResult(name="tune", status=Status.OK, probe_facts={"search": sent})

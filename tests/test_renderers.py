@@ -134,4 +134,6 @@ def test_a_folded_traceback_names_the_tools_own_frames_by_their_part_never_a_dir
               {"file": "/work/sub/submission.py", "line": 9, "func": "custom_kernel"}]
     text = "\n".join(fold_frames(frames, "submission.py"))
     assert "probes/graph_capture" in text and "diagnose/runs" in text and "torch/_dynamo" in text, text
+    other = [{"file": "/home/someone/x/site-packages/probes/util/io.py", "line": 4, "func": "g"}, frames[-1]]
+    assert "probes/util" in "\n".join(fold_frames(other, "submission.py"))    # another package named probes
     assert "someone" not in text and "submission.py" in text

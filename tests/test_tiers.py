@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests import conftest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -137,3 +139,36 @@ def test_an_e2e_test_sharing_a_module_fixture_keeps_it_on_one_worker():
                     wrong.append(f"{path.name}::{n.name}")
     assert seen >= 5, "no e2e test uses a module fixture: this checks nothing"
     assert not wrong, wrong
+
+
+SUITE = '''
+import os, pytest
+@pytest.fixture(scope="module")
+def shared():
+    with open(os.path.join(os.environ["OUT_DIR"], "built"), "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+@pytest.mark.xdist_group("one")
+@pytest.mark.parametrize("i", range(6))
+def test_grouped(shared, i):
+    with open(os.path.join(os.environ["OUT_DIR"], "ran"), "a") as fh:
+        fh.write(f"{os.getpid()}\\n")
+@pytest.mark.parametrize("i", range(6))
+def test_free(i):
+    pass
+'''
+
+
+@pytest.mark.e2e
+def test_loadgroup_keeps_a_group_on_one_worker_and_builds_its_fixture_once(tmp_path):
+    """What .ci/run's e2e tier rests on: under `--dist loadgroup` an xdist_group's tests run on one worker. With
+    pytest 9.2 and the xdist of this writing they were spread over both (the group never reached the scheduler), and
+    each worker built every shared module fixture: about 5 minutes of the e2e tier."""
+    (tmp_path / "test_grouping.py").write_text(SUITE)
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist",
+                           "loadgroup", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OUT_DIR": str(tmp_path)})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    ran = (tmp_path / "ran").read_text().split()
+    assert len(ran) == 6 and len(set(ran)) == 1, ran
+    assert (tmp_path / "built").read_text().split() == ran[:1]

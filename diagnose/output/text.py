@@ -69,12 +69,20 @@ def fold_frames(frames: list[dict], submission_name: str, shown: str | None = No
 _INSTALLED = re.compile(r"/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
 
 
+def _probe_at(p: str) -> int:
+    """Where '/probes/<name>/' of one of the registered probes starts in a path (its worker hook's), else -1: a
+    user's folder or another package named probes is not the tool's."""
+    from probes import BY_NAME
+    i = p.find("/probes/")
+    return i if i >= 0 and p[i + 8:].split("/", 1)[0] in BY_NAME and p.count("/", i + 8) == 1 else -1
+
+
 def _lib(path: str) -> str:
     """'torch/_dynamo' for '…/site-packages/torch/_dynamo/eval_frame.py', 'json/decoder.py' for the standard
     library's, 'diagnose/runs' for the tool's own and 'probes/<name>' for a probe's worker hook; elsewhere the
     file and its folder, never the directories above them (a home, a user name)."""
     p = path.replace("\\", "/")
-    own = p.find("/diagnose/") if "/diagnose/" in p else p.find("/probes/")
+    own = p.find("/diagnose/") if "/diagnose/" in p else _probe_at(p)
     m = _INSTALLED.search(p)
     if own >= 0 or m:
         parts = [x for x in p[own + 1 if own >= 0 else m.end():].split("/") if x]

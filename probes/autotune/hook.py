@@ -59,9 +59,11 @@ class Tunes:
     anew on each call tunes the same key again), each said as it changes."""
 
     def __init__(self, api):
-        self.api, self.lock, self.recs = api, threading.Lock(), {}
+        self.api, self.lock, self.recs, self.pid = api, threading.Lock(), {}, os.getpid()
 
     def _rec(self, at, key: str) -> dict:
+        if self.pid != os.getpid():      # a forked child: its own records, not a second copy of its parent's
+            self.recs, self.pid = {}, os.getpid()
         fn = getattr(at, "base_fn", None)
         kernel, code = getattr(fn, "__name__", "?"), getattr(fn, "__code__", None)
         file = getattr(code, "co_filename", None)

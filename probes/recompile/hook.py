@@ -12,6 +12,7 @@ nothing of diagnose's: it runs in the submission's process.
 from __future__ import annotations
 
 import functools
+import os
 
 KEPT = 100      # starts sent with their reasons; the runner keeps at most 200 events of a probe per stage
 
@@ -20,7 +21,7 @@ def patch(cf, api) -> None:
     orig = getattr(cf, "get_and_maybe_log_recompilation_reasons", None)
     if orig is None or getattr(orig, "_diagnose_watched", False):
         return      # a torch without it: finished recompiles are still recorded
-    seen = [0]
+    seen = {"pid": os.getpid(), "n": 0}     # this process's: a forked child counts its own from 0
 
     @functools.wraps(orig)
     def reasons(*args, **kwargs):
@@ -29,11 +30,13 @@ def patch(cf, api) -> None:
             frame = args[1] if len(args) > 1 else kwargs.get("frame")
             code = getattr(frame, "f_code", None)
             if out and code is not None:
-                seen[0] += 1
-                if seen[0] <= KEPT:
+                if seen["pid"] != os.getpid():
+                    seen.update(pid=os.getpid(), n=0)
+                seen["n"] += 1
+                if seen["n"] <= KEPT:
                     api.emit(event="start", code=code.co_name, file=code.co_filename, line=code.co_firstlineno,
                              reasons=[str(r)[:300] for r in list(out)[:3]])
-                api.emit(event="starts", n=seen[0], slot="starts")
+                api.emit(event="starts", n=seen["n"], slot="starts")
         except Exception:  # noqa: BLE001 - watching must never change what the compile does
             pass
         return out

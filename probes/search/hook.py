@@ -157,14 +157,15 @@ class Hook:
             return
         mod = sys.modules.get("submission")
         for name in self.api.args.get("dicts") or ():     # the scan's dicts, which the plan hands the tuning run
-            self.api.emit(what="memo", **dict_fields(name, getattr(mod, name, None)))
+            # a slot each: kept apart from the runner's cap on the stage's many `searching` events
+            self.api.emit(what="memo", slot=f"memo:{name}", **dict_fields(name, getattr(mod, name, None)))
         places = _places(mod) if mod is not None else {}
         for path, kind in sorted(self.touched.items()):
             value = self.calls.get(path) if kind == "cache" else (places.get(path) or (None, None, None))[2]
             text, why = literal_text(value) if value is not None else (None, "it was not there at the end")
             rec = {"what": "kept", "path": path, "kind": kind, "method": path in self.methods,
                    "entries": len(value) if isinstance(value, (dict, list)) else None, "text": text, "error": why}
-            self.api.emit(**rec)
+            self.api.emit(slot=f"kept:{path}", **rec)
 
 
 def install(api) -> None:

@@ -9,7 +9,11 @@ from diagnose.runs import harness
 from diagnose.session import StageResult
 from diagnose.status import Status
 
-PROBE_FACTS_CAP = 200       # events per probe and stage
+# What the runner keeps of a probe's events per stage (any process of the run can write them): its events, and apart
+# from them its running records (a `slot`: the latest of each per process), so that a flood of the one never pushes
+# out the other, nor another probe's (each has its own). The parser keeps at most 50,000 events of a stage in all.
+PROBE_FACTS_CAP = 2000
+PROBE_SLOTS_CAP = 1000
 
 
 def timing_of(events: list[dict]) -> dict:
@@ -90,17 +94,21 @@ def fill_libraries(st: StageResult, ev: list[dict], t_last: float) -> None:
 def fill_probes(st: StageResult, ev: list[dict]) -> None:
     """Each probe's own events."""
     slots: dict[tuple, int] = {}
+    counts: dict[str, list[int]] = {}      # per probe: [events kept, slots kept]
     for e in ev:      # a probe's own evidence (worker/plugins.py): kept as its hook sent it, for the probe to read
         if e["k"] == "probe" and isinstance(e.get("probe"), str):
-            kept = st.probe_facts.setdefault(e["probe"][:40], [])
+            probe = e["probe"][:40]
+            kept, n = st.probe_facts.setdefault(probe, []), counts.setdefault(probe, [0, 0])
             rec = {k: v for k, v in e.items() if k not in ("k", "pid", "probe")}
             # a running record (its slot, per process): the latest replaces the one before, where that stood
-            slot = (e["probe"][:40], e.get("pid"), str(e["slot"])) if "slot" in e else None
+            slot = (probe, e.get("pid"), str(e["slot"])[:200]) if "slot" in e else None
             if slot in slots:
                 kept[slots[slot]] = rec
-            elif len(kept) < PROBE_FACTS_CAP:
-                if slot is not None:
-                    slots[slot] = len(kept)
+            elif slot is not None and n[1] < PROBE_SLOTS_CAP:
+                slots[slot], n[1] = len(kept), n[1] + 1
+                kept.append(rec)
+            elif slot is None and n[0] < PROBE_FACTS_CAP:
+                n[0] += 1
                 kept.append(rec)
 
 

@@ -90,11 +90,15 @@ def load(names, ch, submission: str, args: dict | None = None) -> None:
 
 
 def _call(fns: list, args: tuple, ch, when: str) -> None:
+    """Call each; one that raises is dropped, and its probe (named by the hook's module) says so once."""
     for fn in list(fns):
         try:
             fn(*args)
-        except Exception as e:  # noqa: BLE001
-            ch.emit("probe", probe="?", error=f"a hook failed {when}: {type(e).__name__}: {e}"[:300])
+        except Exception as e:  # noqa: BLE001 - a probe's hook must never change the harness's run
+            fns.remove(fn)
+            module = str(getattr(fn, "__module__", "") or "")
+            probe = module.split(".")[1] if module.startswith("probes.") and module.count(".") >= 2 else "?"
+            ch.emit("probe", probe=probe, error=f"a hook failed {when}: {type(e).__name__}: {e}"[:300])
 
 
 def torch_up(torch, ch) -> None:
