@@ -159,9 +159,13 @@ def init(libc, status, kind: str, argv: list[str], sockets: list[str] = ()) -> i
 def _reap(status, step: int) -> int:
     """Reap every process of the run until none is left; say when the step ends and who signals init."""
     while True:
-        info = signal.sigtimedwait(SIGNALS_SEEN + (signal.SIGCHLD,), 1.0)
+        # sigwaitinfo, never sigtimedwait: the runner stops a run (SIGSTOP) while another times on its GPU, and a
+        # sigtimedwait stopped past its timeout comes back in CPython with a siginfo it never filled (a signal
+        # number of -46442256, or SIGQUIT from pid 1367718880): init then died, and the whole run with it, at
+        # the end of every long pause. SIGCHLD is among the signals waited for, so no wait is needed to reap.
+        info = signal.sigwaitinfo(SIGNALS_SEEN + (signal.SIGCHLD,))
         # a sender outside the namespace (the runner pausing the run) shows as pid 0: only the run's own count
-        if info is not None and info.si_signo != signal.SIGCHLD and info.si_pid > 0:
+        if info.si_signo in SIGNALS_SEEN and info.si_pid > 0:
             _say(status, "signal", sig=signal.Signals(info.si_signo).name, sender=info.si_pid)
         while True:
             try:
