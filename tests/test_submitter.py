@@ -78,7 +78,8 @@ def _cpu_time(args) -> tuple[subprocess.CompletedProcess, float]:
     (b"def custom_kernel(d):\n    return d\n" + b"#" * 1_000_001 + b"\n", "too large (limit: 1MB)"),
     (b"def custom_kernel(d):\n    return d  # caf\xe9\n", "Failed to decode submission file content as UTF-8"),
     (b"# port of the upstream kernel\ndef custom_kernel(d):\n    return d\n", "work on another stream"),
-])
+], ids=["empty", "over-1MB", "not-utf8", "stream-word"])    # an id of the 1 MB source itself went into every
+# child's environment (pytest's PYTEST_CURRENT_TEST), past what exec takes in one variable
 def test_kernelbots_refusals_end_check_and_run_at_once_with_the_line(tmp_path, content, expect):
     f = tmp_path / "submission.py"
     f.write_bytes(content)
