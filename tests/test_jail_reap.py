@@ -53,3 +53,12 @@ def test_init_stopped_past_a_second_and_continued_lives_and_says_the_steps_exit(
     assert res["said"][-1] == {"k": "exit", "code": 7}, res
     # outside a PID namespace this test's own SIGCONTs show its pid (in a jail, 0): no signal that nobody sent
     assert all(r == {"k": "signal", "sig": "SIGCONT", "sender": os.getpid()} for r in res["said"][:-1]), res
+
+
+def test_a_jail_that_failed_is_the_tools_failure_never_the_submissions_crash():
+    """Where init said it failed, every process of the step's namespace died with it: the runner raises, and the
+    engine records the run as a failure of diagnose (never evidence), not as a crash of the submission."""
+    from diagnose.runs.runner.stages import jail_failed
+    assert jail_failed({"walls": {}, "error": "ValueError: -46442256 is not a valid Signals"}) == (
+        "the run's jail failed (ValueError: -46442256 is not a valid Signals): the step's processes ended with it")
+    assert jail_failed({"walls": {}, "error": None, "signals": []}) is None and jail_failed(None) is None

@@ -56,6 +56,13 @@ def _ran_on_gpu(st: StageResult) -> bool:
     return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
 
 
+def jail_failed(jail: dict | None) -> str | None:
+    """Why the run's jail failed, where its init said so: then everything in the step's namespace was killed
+    with it, which a stage must not report as the submission's crash."""
+    error = (jail or {}).get("error")
+    return f"the run's jail failed ({error}): the step's processes ended with it" if error else None
+
+
 def walls_here(private_mounts: bool = True, network: str = "own") -> dict:
     """How each run would be walled off on this machine (StageRunner.isolation), for a command that starts no run
     itself: a triage says it once, at the top."""
@@ -252,6 +259,9 @@ class StageRunner:
         finally:
             with self._lock:
                 self._active[run.id] -= 1
+        failed = jail_failed(child.jail)
+        if failed:      # the tool's own failure: never the submission's outcome (the engine says so on the run)
+            raise RuntimeError(failed)
         st = build_stage(what, child, budget, submission, evaluated)
         # a timing judgment needs its GPU to itself: a run on another GPU took CPU time (run_delay_s says how
         # much), never the GPU's, so only the runs placed on this one count as sharing it
