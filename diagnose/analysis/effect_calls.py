@@ -34,10 +34,9 @@ def compile_effect(base: Run, run: Run, keys: set[str], counts: list) -> Effect:
 
 
 def _stage_sum(run: Run, names: set[str], records) -> tuple[float, int]:
-    """Seconds and count of a library's records in the named stages (the stages both runs ran): a StageResult
-    field's, or a probe's own (its `records(step)`, read from its facts)."""
-    recs = [x for st in run.stages if st.name in names
-            for x in (records(st) if callable(records) else getattr(st, records)) or []]
+    """Seconds and count of a probe's records (its `records(step)`, read from its facts) in the named stages (the
+    stages both runs ran)."""
+    recs = [x for st in run.stages if st.name in names for x in records(st) or []]
     return sum(float(x.get("seconds") or 0.0) for x in recs), len(recs)
 
 

@@ -85,12 +85,6 @@ def state_of(ev: list[dict]) -> dict:
     return rec
 
 
-def fill_libraries(st: StageResult, ev: list[dict], t_last: float) -> None:
-    """The time the stage's process ended, and the probes' own events (their hooks watch the libraries)."""
-    st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
-    fill_probes(st, ev)
-
-
 def fill_probes(st: StageResult, ev: list[dict]) -> None:
     """Each probe's own events."""
     slots: dict[tuple, int] = {}

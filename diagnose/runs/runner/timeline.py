@@ -12,7 +12,7 @@ from diagnose.runs.harness import in_pool_worker, lost_task
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.sites import frames_from_text, frames_site, stack_site, tidy, undouble
 from diagnose.runs.runner.stage_facts import (
-    fill_libraries,
+    fill_probes,
     fill_samples,
     needs_gpu_reason,
     parse_report,
@@ -95,7 +95,8 @@ def _record(name: str, child: ChildResult, budget_s: float):
     # charged: the wall less the time held up, by the same measure the report shows as waits
     st.charged_s = round(max(0.0, st.wall_s - st.lock_wait_s), 4)
     st.state = state_of(ev)
-    fill_libraries(st, ev, t_last)
+    st.end_t = t_last      # what a probe's own event still open at the end ran until (its facts say when it began)
+    fill_probes(st, ev)
     ev = st.events
     st.compile = [e for e in ev if e["k"] == "compile"]
     st.start_t = t0      # a probe's own events keep their time: its facts read them against the stage's start

@@ -78,11 +78,16 @@ class Api:
         _WRONG.append(fn)
 
 
+def _probe_of(module: str, otherwise: str) -> str:
+    """The probe a hook module belongs to: its package under probes/ (probes.<name>.hook), else `otherwise`."""
+    return module.split(".")[1] if module.startswith("probes.") and module.count(".") >= 2 else otherwise
+
+
 def load(names, ch, submission: str, args: dict | None = None) -> None:
     """Install each named hook module, handed its probe's args; a probe's name is the module's package or its own
     name."""
     for name in names or ():
-        probe = name.split(".")[1] if name.startswith("probes.") and name.count(".") >= 2 else name
+        probe = _probe_of(name, name)
         try:
             importlib.import_module(name).install(Api(probe, ch, submission, (args or {}).get(probe)))
         except Exception as e:  # noqa: BLE001 - a probe's hook must never change the harness's run
@@ -96,8 +101,7 @@ def _call(fns: list, args: tuple, ch, when: str) -> None:
             fn(*args)
         except Exception as e:  # noqa: BLE001 - a probe's hook must never change the harness's run
             fns.remove(fn)
-            module = str(getattr(fn, "__module__", "") or "")
-            probe = module.split(".")[1] if module.startswith("probes.") and module.count(".") >= 2 else "?"
+            probe = _probe_of(str(getattr(fn, "__module__", "") or ""), "?")
             ch.emit("probe", probe=probe, error=f"a hook failed {when}: {type(e).__name__}: {e}"[:300])
 
 
