@@ -10,10 +10,10 @@ import socket
 import sys
 from pathlib import Path
 
-from diagnose.runs.runner import TOOL_ROOT
 from diagnose.runs.runner.child import Limits
 from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, child_env
 from diagnose.runs.runner.isolate import run_child
+from diagnose.runs.runner.lent import lent_paths
 from diagnose.runs.settings import Settings
 
 # What a run's jail is checked against from inside (StageRunner.isolation): each key is one wall, true if it held.
@@ -61,17 +61,15 @@ MISSING_WHEN_OFF = ("pid namespace", "network namespace", "read-only file system
 
 
 def jail_for(s: Settings, box: Container, tmp: Path) -> dict | None:
-    """The walls a run's steps are asked for: its container's areas writable (its own folder read-only: it could
-    plant links there that the tool, outside the jail, would write through), the out folders hidden, and what the
-    worker's Python imports from kept in reach. None: left off, as the user asked. tmp: the runner's folder."""
+    """The walls a run's steps are asked for: a file system of the run's own that shows only what it needs (the
+    system, what this machine lends it: runner/lent.py, its container), its container's areas writable (its own
+    folder read-only: it could plant links there that the tool, outside the jail, would write through), the out
+    folders hidden where a lent place holds one. None: left off, as the user asked. tmp: the runner's folder."""
     if not s.private_mounts:
         return None
     return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
             "tmpdir": str(tmp.parent), "shared": list(s.shared), "hide": list(s.hidden),
-            # what the worker imports from: not the folder the user ran the tool in (sys.path's first entry under
-            # `python -m`), which the worker never needs and which may hold everything else
-            # the tool itself always (an editable install reaches it through a finder, not sys.path)
-            "paths": [TOOL_ROOT, *(p for p in sys.path[1:] if p)], "net": s.network != "host"}
+            "paths": lent_paths(), "net": s.network != "host"}
 
 
 def isolation(s: Settings, tmp: Path, jail_of) -> dict:
