@@ -18,6 +18,8 @@ from tests.conftest import FIXTURES, cli
 
 pytestmark = pytest.mark.e2e
 HOSTILE = FIXTURES / "triage_hostile"
+EARLIER_KEY = b"EARLIER-KEY-" + b"k" * 20
+SECRET600 = "SECRET-600: root's alone\n"
 
 
 def _rows(out: Path) -> dict[str, dict]:
@@ -35,6 +37,19 @@ def triaged(tmp_path_factory):
     shutil.copy(FIXTURES / "healthy.py", subs / "healthy.py")
     shutil.copy(FIXTURES / "raises.py", subs / "raises.py")
     shutil.copy(HOSTILE / "killer.py", subs / "killer.py")
+    # an earlier triage's ledger and key, and a file of root's alone, outside the home directory: a reader of
+    # them (and of the other files' sources) must read nothing
+    earlier = root / "earlier"
+    earlier.mkdir()
+    (earlier / ".triage-key").write_bytes(EARLIER_KEY)
+    (earlier / ".triage-key").chmod(0o600)
+    (earlier / "triage.jsonl").write_text('{"file": "old.py", "status": "ok", "why": "EARLIER-ROW"}\n')
+    secret = root / "secret600.txt"
+    secret.write_text(SECRET600)
+    secret.chmod(0o600)
+    (subs / "reader.py").write_text((HOSTILE / "reader.py").read_text().replace("__SUBS__", str(subs.resolve()))
+                                    .replace("__EARLIER__", str(earlier.resolve()))
+                                    .replace("__SECRET__", str(secret.resolve())))
     # the forger is told where the out folder is: a file that guessed it right must still reach nothing
     (subs / "forger.py").write_text((HOSTILE / "forger.py").read_text().replace("__OUT__", str(out.resolve())))
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])      # a loaded machine, as in CI
@@ -54,10 +69,10 @@ def test_every_file_gets_its_own_row_and_the_triage_ends_normally(triaged):
     res, _, out, _, _ = triaged
     assert res.returncode == 1, res.stdout + res.stderr       # raises.py crashed: not every file passed
     assert "interrupted" not in res.stderr and "Traceback" not in res.stdout + res.stderr, res.stderr
-    assert "4 of 4 done" in res.stdout, res.stdout
+    assert "5 of 5 done" in res.stdout, res.stdout
     rows = _rows(out)
-    assert sorted(rows) == ["forger.py", "healthy.py", "killer.py", "raises.py"]
-    assert len((out / "triage.jsonl").read_text().splitlines()) == 4      # nothing appended but the four rows
+    assert sorted(rows) == ["forger.py", "healthy.py", "killer.py", "raises.py", "reader.py"]
+    assert len((out / "triage.jsonl").read_text().splitlines()) == 5      # nothing appended but the five rows
     assert rows["healthy.py"]["status"] == "ok", rows["healthy.py"]
     assert rows["raises.py"]["status"] == "crash" and "unsupported shape" in rows["raises.py"]["why"]
 
@@ -94,6 +109,18 @@ def test_a_resume_trusts_only_the_rows_it_wrote(triaged):
     before = (out / "triage.jsonl").read_text()
     res = cli("triage", "subs", "--out", "out", "--budget", "60", "--workers", "2", env={"TMPDIR": str(tmp)},
               cwd=root)
-    assert res.returncode == 1 and "4 already done" in res.stdout and "0 to check" in res.stdout, res.stdout
+    assert res.returncode == 1 and "5 already done" in res.stdout and "0 to check" in res.stdout, res.stdout
     assert (out / "triage.jsonl").read_text() == before
     assert _rows(out)["raises.py"]["status"] == "crash"
+
+
+@pytest.mark.xdist_group("triage_boundary-triaged")
+def test_the_reader_read_no_other_files_source_no_earlier_ledger_and_no_file_of_roots(triaged):
+    _, _, out, _, _ = triaged
+    reader = _rows(out)["reader.py"]
+    # it raises with whatever it read: `ok` means it read nothing (the triage's inputs, an earlier triage's key and
+    # rows, a mode-600 file outside home, /etc/shadow), and nothing it could have read is anywhere in the out folder
+    assert reader["status"] == "ok", reader
+    written = b"".join(p.read_bytes() for p in out.rglob("*") if p.is_file() and p.name != ".triage-key")
+    for secret in (EARLIER_KEY, b"EARLIER-ROW", SECRET600.encode()):
+        assert secret not in written, secret

@@ -93,11 +93,20 @@ JAIL_WALLS = {
 }
 
 
+ALLOW_LIST = ("a file system of its own that shows only the system, the Python that runs it and the tool (read-only) "
+              "and its container: no file of yours, of another run or of the tool's out folders")
+
+
 def jail_sentence(walls: dict, checked: dict) -> str:
     """What walled each run off from the tool, other runs and this machine, and what was missing (as the run's
     jail said, and as the check from inside a run found: runs/runner/stages.py)."""
     missing = sorted(set(walls.get("missing") or []) | set(checked.get("missing") or []))
     held = [said for name, said in JAIL_WALLS.items() if name not in missing] if walls.get("jail") else []
+    if held and walls.get("fs") == "allow-list" and "read-only file system" not in missing:
+        held[held.index(JAIL_WALLS["read-only file system"])] = ALLOW_LIST
+    if held and walls.get("unprivileged"):
+        held.append("no privilege on this machine (nobody, outside its user namespace): no file it could not read "
+                    "as that user, a mode-600 one of root's included")
     out = ("each step in a jail: " + ", ".join(held)) if held else "no jail of its own"
     return out + (f"; missing here: {', '.join(missing)}" if missing else "")
 

@@ -38,8 +38,9 @@ import os  # noqa: E402
 import signal  # noqa: E402
 
 from diagnose.runs.jail_names import JAIL_ENV, WALLS_ENV, frame, pack, unpack  # noqa: E402
-from diagnose.runs.rootfs import hand_over  # noqa: E402
-from diagnose.runs.walls import checked, load_libc, make_walls, path_sockets  # noqa: E402
+from diagnose.runs.mounts import checked, load_libc  # noqa: E402
+from diagnose.runs.userns import map_ids, unprivileged  # noqa: E402
+from diagnose.runs.walls import make_walls, path_sockets  # noqa: E402
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID = 0x00020000, 0x10000000, 0x20000000
 CLONE_NEWNET, CLONE_NEWIPC = 0x40000000, 0x08000000
@@ -107,7 +108,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
     os.close(ask_w)
     os.close(done_r)
     _quiet_stdio()
-    _map_ids(pid, kind, ask_r, done_w)
+    map_ids(pid, kind, ask_r, done_w)
     while True:
         try:
             _, st = os.waitpid(pid, 0)
@@ -119,43 +120,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
 
 
 MISSING_ALL = ("pid namespace", "network namespace", "read-only file system", "private /dev", "capabilities dropped",
-               "syscalls refused")
-
-
-# whom a run is, outside its namespace, when the tool runs as root: it can read only what anyone can
-NOBODY = 65534
-
-
-def run_ids(kind: str) -> int:
-    """The id a run's processes have on this machine: nobody's when the tool is root and made the namespaces
-    itself; the tool's own user otherwise (a user namespace made unprivileged can map no other)."""
-    return NOBODY if os.geteuid() == 0 and not kind.startswith("user+") else os.geteuid()
-
-
-def _map_ids(pid: int, kind: str, ask_r: int, done_w: int) -> None:
-    """init's user namespace mapped (its root is run_ids(kind) here), once init asks; nothing if it never does.
-    init's /proc entry is opened before init may start: its pivot into the run's root moves outer's root too
-    (they share a mount namespace), and no /proc there lists init by this number."""
-    proc = None
-    try:
-        proc = os.open(f"/proc/{pid}", os.O_RDONLY | os.O_DIRECTORY)
-        os.write(done_w, b"g")
-        if os.read(ask_r, 1) != b"u":
-            return
-        uid, gid = run_ids(kind), (NOBODY if run_ids(kind) == NOBODY else os.getegid())
-        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-            fd = os.open(name, os.O_WRONLY, dir_fd=proc)
-            try:
-                os.write(fd, text.encode())
-            finally:
-                os.close(fd)
-        os.write(done_w, b"k")
-    except OSError:
-        pass
-    finally:
-        for fd in (ask_r, done_w, proc):
-            if fd is not None:
-                os.close(fd)
+               "syscalls refused", "allow-list file system", "unprivileged")
 
 
 def _say(status: int, kind: str, **fields) -> None:
@@ -174,29 +139,6 @@ def _quiet_stdio() -> None:
 
 
 # -- init ----------------------------------------------------------------------------------------------------
-def _unprivileged(libc, kind: str, asked_writable: list, ask_w: int, done_r: int) -> int:
-    """init, and the step after it, become root of a user namespace of their own, which is nobody on this
-    machine (or the tool's own user): no capability over the run's mounts, and no file that id may not read is
-    readable, a mode-600 file of root's included. Returns the id on this machine."""
-    who = run_ids(kind)
-    if who != os.geteuid():
-        hand_over(asked_writable, who)
-    try:
-        checked(libc.unshare(CLONE_NEWUSER))
-        os.write(ask_w, b"u")
-        if os.read(done_r, 1) != b"k":
-            raise OSError(errno.EPERM, "the run's user ids were not mapped")
-    finally:
-        os.close(ask_w)
-        os.close(done_r)
-    os.setresgid(0, 0, 0)
-    os.setresuid(0, 0, 0)
-    # a change of ids clears these: the run still ends with its runner, and its /proc entries stay its own
-    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    libc.prctl(PR_SET_DUMPABLE, 1, 0, 0, 0)
-    return who
-
-
 def init(libc, status, kind: str, argv: list[str], sockets: list[str] = (), ids=None) -> int:
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)      # outer gone (the runner killed it), all go
     os.setsid()          # a session of the run's own: a signal to the step's group never reaches outer
@@ -205,7 +147,7 @@ def init(libc, status, kind: str, argv: list[str], sockets: list[str] = (), ids=
         raise OSError(errno.EPERM, "the jail's outer process went away")
     walls = make_walls(libc, kind, asked, sockets)
     if ids is not None:
-        walls["uid"] = _unprivileged(libc, kind, asked.get("writable") or [], *ids)
+        walls["uid"] = unprivileged(libc, kind, asked.get("writable") or [], *ids)
     os.environ[WALLS_ENV] = pack(walls)
     _say(status, "walls", **walls)
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS_SEEN + (signal.SIGCHLD,))

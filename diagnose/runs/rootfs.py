@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import os
 
-from diagnose.runs.walls import (
+from diagnose.runs.mounts import (
     MS_BIND,
     MS_NODEV,
     MS_NOEXEC,

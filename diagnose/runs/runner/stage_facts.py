@@ -67,6 +67,8 @@ def state_of(ev: list[dict]) -> dict:
             if "jail" in e:     # the run's own process space, network and file system (runs/jail.py)
                 rec["container"].update(jail=e.get("jail"), missing=list(e.get("missing") or []),
                                         hidden=len(e.get("hidden") or []))
+            if e.get("fs"):     # an allow-list file system (runs/rootfs.py), and whom the run was on this machine
+                rec["container"].update(fs=e["fs"], unprivileged=e.get("uid") not in (None, 0))
         elif e["k"] != "state":
             continue
         elif e["op"] == "spawn":

@@ -50,14 +50,20 @@ def keyring():
         return False
     libc = ctypes.CDLL(None, use_errno=True)
     return libc.syscall(nr, b"user", b"diagnose-wall-test", b"x", 1, -4) >= 0   # add_key to the user's keyring
+def privileged():
+    try:
+        return open("/proc/self/uid_map").read().split()[1] == "0"      # root of this machine, seen from here
+    except (OSError, IndexError):
+        return os.getuid() == 0
 caps = int(next(x for x in open("/proc/self/status") if x.startswith("CapEff:")).split()[1], 16)
 print(json.dumps({"walls": walls, "pid namespace": seen <= {1, os.getpid()}, "network namespace": not reached(),
                   "read-only file system": not wrote(), "private /dev": not disks(),
-                  "capabilities dropped": not caps & (1 << 21), "syscalls refused": not keyring()}))
+                  "capabilities dropped": not caps & (1 << 21), "syscalls refused": not keyring(),
+                  "allow-list file system": not os.path.exists(outside), "unprivileged": not privileged()}))
 """
 # The walls a run lacks when the user leaves them off (DIAGNOSE_PRIVATE_MOUNTS=0) or the check cannot run
 MISSING_WHEN_OFF = ("pid namespace", "network namespace", "read-only file system", "private /dev",
-                    "capabilities dropped", "syscalls refused")
+                    "capabilities dropped", "syscalls refused", "allow-list file system", "unprivileged")
 
 
 def jail_for(s: Settings, box: Container, tmp: Path) -> dict | None:

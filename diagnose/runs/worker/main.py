@@ -157,6 +157,9 @@ def _arm(spec: WorkerSpec):
     # them), and leave the environment that the submission and its processes see.
     if spec.tool_paths and os.environ.get("PYTHONPATH", "").split(os.pathsep) == list(spec.tool_paths):
         del os.environ["PYTHONPATH"]
+    import site
+    for path in spec.tool_paths[1:]:     # a --user site reaches this process by PYTHONPATH: its .pth files too
+        site.addsitedir(path)
     # First, while this process has one thread: /tmp and /dev/shm become the run's own where they can.
     walls = _walls(spec)
     ch = Channel(ev_fd)
