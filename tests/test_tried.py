@@ -1,0 +1,34 @@
+"""What a hostile file tried beyond its run is said in its report's `tried` row and its triage row's `tried` field:
+a file it read outside its run (beyond what this machine lends every run: the system's, Python's, the tool's), a
+signal to its parent, a connect. A real run of a file that does all three."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from diagnose.triage.rows import row_of
+from tests.conftest import FIXTURES, cli
+
+pytestmark = pytest.mark.e2e
+
+
+def test_a_file_that_reads_outside_signals_its_parent_and_connects_is_said_to_have_tried_all_three(tmp_path):
+    outside, out = tmp_path / "outside", tmp_path / "out"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("SECRET\n")
+    sub = tmp_path / "reaches_out.py"
+    sub.write_text((FIXTURES / "triage_hostile" / "reaches_out.py").read_text().replace("__OUTSIDE__", str(outside)))
+    # the folder is lent in place (DIAGNOSE_SHARE): under a run's private /tmp it would not be there to read at all
+    res = cli("check", sub, "--budget", "60", "--out", out, env={"DIAGNOSE_SHARE": str(outside)})
+    assert res.returncode in (0, 5), res.stdout + res.stderr     # passed, or inconclusive: it read this machine's file
+    session = json.loads((out / "session.json").read_text())
+    tried = session["harness"]["container"]["tried"]
+    want = [f"read {outside / 'secret.txt'}", "SIGCONT to its parent (the harness)", "connect to ('127.0.0.1', 9)"]
+    assert all(x in tried for x in want), tried
+    row = [x for x in (out / "report.md").read_text().splitlines() if x.startswith("| tried |")]
+    assert len(row) == 1 and "secret.txt" in row[0] and "SIGCONT to its parent" in row[0], row
+    assert "connect to ('127.0.0.1', 9)" in row[0], row
+    triaged = row_of({"report_dir": str(out), "shown": "reaches_out.py", "key": "k"}, {}, res.returncode, res.stdout,
+                     res.stderr, 1.0, None)
+    assert all(x in triaged["tried"] for x in want), triaged["tried"]
