@@ -119,6 +119,12 @@ def _broken():
     s.run(s.fix.run).stages[0].state = {"outside": [{"op": "read", "path": "/home/me/dev/helper.py"}]}
     out.append(("outside-state", s))
 
+    s = interaction_session()     # warmup cleared on a run that died in torch's import, before the submission ran
+    st = s.run("r3").failed_stage
+    st.phase, st.events = "torch_import", [{"k": "worker_error", "type": "ModuleNotFoundError",
+                                            "message": "No module named 'torch'"}]
+    out.append(("reached-submission", s))
+
     s = interaction_session()     # said to have lost its pool worker, but it raised an Exception the pool hands back
     st = s.run("r3").failed_stage
     st.status, st.lost_worker, st.exit_code = Status.TIMEOUT, {"how": "signal SIGSEGV", "phase": st.phase}, 1

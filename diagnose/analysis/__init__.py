@@ -8,8 +8,8 @@ session.bisection, and conclude(session) fills the session's causes, cleared, in
 Nothing here runs a process, reads a file or imports torch.
 
 Measures (measures.py), what a stage did (observed.py), where time went (hotspots.py), whether a run's
-timing can be trusted (evidence.py), how a variant compares with the baseline (comparison.py), state kept
-between a run's steps (carried.py), the verdict (summary.py), causes and the fix (bisector.py,
-fix_choice.py, unfixed.py, findings.py), and the claims a report makes with the rules that admit them
-(claims.py, audit.py).
+timing can be trusted (evidence.py), whether a run reached the submission at all (started.py), how a variant
+compares with the baseline (comparison.py), state kept between a run's steps (carried.py), the verdict
+(summary.py), causes and the fix (bisector.py, fix_choice.py, unfixed.py, findings.py), and the claims a report
+makes with the rules that admit them (claims.py, audit.py).
 """

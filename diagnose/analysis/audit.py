@@ -30,14 +30,14 @@ Rules (the ids are stable: they are what a finding is reported under):
   cause-unchanged  "the strategies tried did not fix it" needs that no variant got past the failure
   cleared-same     each run behind "not the cause" ended the way the baseline did, at the same point
   figure-equal     a figure a conclusion states (seconds saved, a fix's µs per call) is what its runs give
-  outside-state    a verdict of OK, a verified fix and "not the cause" never rest on a run that read state from
-                   outside its container (this machine's files, which no harness container has)
+  outside-state    OK, a verified fix and "not the cause" never rest on a run that read this machine's state
   lost-worker      a timeout because the evaluator's pool worker died needs the built-in evaluator, a phase of
                    its pool worker and a process that died there; a death there is that timeout, not a crash
   no-probe-claims  a session that ran no probe says nothing probes found or cleared, and only such a session says
                    its cause was not looked for; untaken: no cause rests on a toggle whose run shows its work done
   timing-solo      at risk, "needs N× its budget" and a pass within the noise of a budget rest on a stage measured
-                   with no other run on its GPU, the run's own or its solo rerun's (audit_runs.py)
+                   with no other run on its GPU, the run's own or its solo rerun's (audit_runs.py); reached-submission:
+                   nothing rests on a run whose worker never reached the submission (audit_runs.py, started.py)
   cleared-effect, fix-credit, one-suspect, fix-margin: what each toggle changed (audit_effects.py); edit-parts: a
   count edit that also took away a call is credited as the runs that took the two apart show (audit_parts.py)
 
@@ -50,7 +50,7 @@ from dataclasses import dataclass
 from diagnose.analysis.audit_effects import RULES as EFFECT_RULES, effects
 from diagnose.analysis.audit_parts import RULES as PART_RULES, parts
 from diagnose.analysis.audit_probes import no_probe_claims, untaken
-from diagnose.analysis.audit_runs import lost_workers, outside, timing_solo
+from diagnose.analysis.audit_runs import lost_workers, outside, timing_solo, unreached
 from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
 from diagnose.analysis.comparison import compare, passed_all, seconds_saved
 from diagnose.analysis.unfixed import variant_runs
@@ -61,7 +61,7 @@ from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
          "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
-         "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "lost-worker",
+         "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "reached-submission", "lost-worker",
          "no-probe-claims", "untaken", "timing-solo") + EFFECT_RULES + PART_RULES
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
@@ -287,8 +287,8 @@ def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     claims = derive(s) if claims is None else claims
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
             _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) +
-            [Finding(*f) for f in outside(s) + lost_workers(s, claims) + effects(s) + no_probe_claims(s, claims)
-             + untaken(s) + parts(s) + timing_solo(s, claims)])
+            [Finding(*f) for f in outside(s) + unreached(s, claims) + lost_workers(s, claims) + effects(s)
+             + no_probe_claims(s, claims) + untaken(s) + parts(s) + timing_solo(s, claims)])
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:

@@ -1,6 +1,7 @@
 """Audit rules that read one run's own record: a stage's judgement re-derived from how its process ended,
-conclusions resting on a run that read this machine's state, and timing judgments resting on a stage that shared
-its GPU. Pure: each finding is (rule, claim, missing), which audit.py reports with the others."""
+conclusions resting on a run that read this machine's state or that never reached the submission, and timing
+judgments resting on a stage that shared its GPU. Pure: each finding is (rule, claim, missing), which audit.py
+reports with the others."""
 from __future__ import annotations
 
 import re
@@ -8,11 +9,14 @@ import re
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import cleared_key
 from diagnose.analysis.evidence import confirmations, sharers
+from diagnose.analysis.started import unstarted
 from diagnose.analysis.too_far import how_far
 from diagnose.analysis.unfixed import stage_cases
 from diagnose.runs.harness import in_pool_worker
 from diagnose.session import Session, StageResult
 from diagnose.status import TIME_BASED, Status
+
+SAYS_NOTHING = (Status.INCOMPLETE, Status.INTERRUPTED, Status.NEEDS_GPU)
 
 
 def _died(st: StageResult) -> str | None:
@@ -64,6 +68,21 @@ def outside(s: Session) -> list[tuple[str, str, str]]:
             machine = depends_on_machine(r)
             if machine:
                 out.append(("outside-state", key, f"{r.id} depends on {machine}, read from outside its container"))
+    return out
+
+
+def unreached(s: Session, claims: list) -> list[tuple[str, str, str]]:
+    """reached-submission: no cause, "not the cause", fix or failure verdict rests on a run whose worker never
+    reached the submission (started.py): its ending says nothing about the submission's code. A verdict that says
+    nothing can be concluded (inconclusive, interrupted, needs a GPU) may name such a run: it says why."""
+    out = []
+    for c in claims:
+        if "reached-submission" not in c.rules or c.kind == "verdict" and s.verdict.status in SAYS_NOTHING:
+            continue
+        for r in (s.run(x) for x in c.runs):
+            why = unstarted(r)
+            if why:
+                out.append(("reached-submission", c.key, f"{r.id} never reached the submission: {why}"))
     return out
 
 

@@ -41,6 +41,7 @@ from diagnose.analysis.effect_parts import not_apart
 from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import WAITS, confirmations, effective, far, thin, unjudged
 from diagnose.analysis.fix_choice import choose_fix
+from diagnose.analysis.started import NEVER
 from diagnose.analysis.too_far import OVER
 from diagnose.analysis.unfixed import unfixed_cause
 from diagnose.facts.measures import geomean, steady_us
@@ -192,8 +193,8 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
         for r in runs:
             e = effective(session, r)
             if e.outcome in NO_EVIDENCE:
-                reasons.append(f"{r.toggle}: {e.note.removeprefix('unconfirmed: ')}" if WAITS in e.note else
-                               f"{r.toggle}: not run to the end ({e.outcome})")
+                reasons.append(f"{r.toggle}: {e.note.removeprefix('unconfirmed: ')}" if WAITS in e.note or
+                               NEVER in e.note else f"{r.toggle}: not run to the end ({e.outcome})")
             elif e.flaky:
                 reasons.append(f"{r.toggle}: {e.note}")
             elif r.exercised is False:

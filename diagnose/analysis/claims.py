@@ -105,7 +105,8 @@ def derive(s: Session) -> list[Claim]:
     """Every claim of the session, in the order a report states them."""
     v, base = s.verdict, s.baseline
     out = [Claim("verdict", "verdict", str(v.status).upper(), _verdict_text(s), tuple(v.runs),
-                 ("verdict-runs", "ok-finished", "prediction-range", "outside-state", "lost-worker", "timing-solo"),
+                 ("verdict-runs", "ok-finished", "prediction-range", "outside-state", "reached-submission",
+                  "lost-worker", "timing-solo"),
                  "" if v.confirmed else "unconfirmed")]
     for m in summary.margins(base) if base else []:
         out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
@@ -116,11 +117,12 @@ def derive(s: Session) -> list[Claim]:
             ("" if c.confirmed else ", unconfirmed")
         out.append(Claim(cause_key(c), "cause", cause_name(c), c.narrative, tuple(c.evidence),
                          ("claim-runs", "high-confirmed", "cause-fixes", "cause-interaction", "cause-all-failed",
-                          "cause-unchanged", "figure-equal", "lost-worker", "no-probe-claims", "timing-solo"), conf))
+                          "cause-unchanged", "figure-equal", "reached-submission", "lost-worker", "no-probe-claims",
+                          "timing-solo"), conf))
     for c in s.cleared:
         out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
                          ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same",
-                          "outside-state", "lost-worker", "no-probe-claims"),
+                          "outside-state", "reached-submission", "lost-worker", "no-probe-claims"),
                          "" if c.confirmed else "unconfirmed"))
     for i in s.inconclusive:
         out.append(Claim(NOT_LOOKED_KEY if i.probe == NOT_LOOKED else f"{i.probe} is inconclusive", "inconclusive",
@@ -128,7 +130,7 @@ def derive(s: Session) -> list[Claim]:
     if s.fix:
         out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
                          ("claim-runs", "fix-passes", "fix-cause", "figure-equal", "outside-state",
-                          "no-probe-claims")))
+                          "reached-submission", "no-probe-claims")))
         for c in s.fix.costs:
             us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
             out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",

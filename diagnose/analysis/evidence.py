@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.analysis.started import NEVER, unstarted
 from diagnose.analysis.too_far import how_far
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL
 from diagnose.session import Role, Run, Session, StageResult
@@ -199,6 +200,9 @@ def solo_reruns(session: Session, run: Run) -> list[Run]:
 
 
 def effective(session: Session, run: Run) -> Effective:
+    never = unstarted(run)
+    if never:       # no code of the submission ran: its ending is this machine's or ours, no evidence (started.py)
+        return Effective(Status.INCOMPLETE, False, f"{run.id} {NEVER}: {never}")
     d = run_doubt(run)
     if d is None:
         return Effective(run.outcome, True)

@@ -4,7 +4,7 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
-from diagnose.analysis import carried, evidence
+from diagnose.analysis import carried, evidence, started
 from diagnose.facts import measures
 from diagnose.facts.measures import geomean, recompiles, steady_us
 from diagnose.findings import Verdict
@@ -110,6 +110,11 @@ def verdict(session, interrupted: bool = False) -> Verdict:
     if base.outcome == Status.NEEDS_GPU:
         return Verdict(Status.NEEDS_GPU, stage=st.name, phase=st.phase, message=st.message, runs=[base.id],
                        note="this machine cannot judge the submission: run it where the problem's GPU is")
+    never = started.unstarted(base)
+    if never:       # no code of the submission ran: what ended it is this machine's or ours (started.py)
+        return Verdict(Status.INCOMPLETE, stage=st.name, phase=st.phase, runs=[base.id], confirmed=False,
+                       message=f"inconclusive: {base.id} never reached the submission: {never}; that says nothing "
+                               f"about the submission (a fault of this machine or of diagnose)")
     eff = evidence.effective(session, base)
     if eff.flaky and eff.outcome == Status.OK:
         missing = _not_rerun(session, base)

@@ -21,7 +21,7 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.cli.exits import BAD_INPUT, INTERNAL, REFUSED, help_text, stopped_code
+from diagnose.cli.exits import BAD_INPUT, CANNOT_JUDGE, INTERNAL, REFUSED, help_text, stopped_code
 from diagnose.cli.options import (
     BUDGET,
     COMPILE_BUDGET,
@@ -40,7 +40,7 @@ from diagnose.cli.options import (
     _Command,
 )
 from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
-from diagnose.errors import BadInput, Refused
+from diagnose.errors import BadInput, CannotStart, Refused
 
 try:   # typer >= 0.20 carries its own copy of click
     from typer._click import exceptions as _cx
@@ -256,6 +256,11 @@ def _error(msg: str, code: int = BAD_INPUT) -> int:
     return code
 
 
+def _cannot_judge(msg: str) -> int:
+    err.print(escape(msg))
+    return CANNOT_JUDGE
+
+
 def _refused(e: Refused) -> int:
     """KernelBot's refusal, as the harness words it, then where in the file and what passes instead."""
     for msg in dict.fromkeys(r.message for r in e.reasons):
@@ -280,6 +285,9 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit(_error(str(e)))
     except Refused as e:
         sys.exit(_refused(e))
+    except CannotStart as e:     # no run can start here: one line, no report (engine/preflight.py)
+        sys.exit(_error(f"internal error (a fault of diagnose, not the submission's): {e}", INTERNAL)
+                 if e.missing is None else _cannot_judge(f"CANNOT JUDGE HERE: {e}"))
     except (_ABORT, KeyboardInterrupt):
         sys.exit(stopped_code(signal.SIGINT))
     except _cx.ClickException as e:

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
     from diagnose.session import Session
 
 BAD_INPUT = 2          # a bad value, file or folder: one `error:` line, before any process starts
-CANNOT_JUDGE = 3       # this machine cannot judge the submission (it needs a GPU it lacks)
+CANNOT_JUDGE = 3       # this machine cannot judge the submission (a GPU it lacks, a package a run's Python lacks)
 REFUSED = 1            # KernelBot would refuse the file before running it (too large, empty, not UTF-8, "stream")
 INTERNAL = 70          # a bug in diagnose ended the command (sysexits' EX_SOFTWARE)
 SIGNALS = {2: 130, 15: 143}   # SIGINT, SIGTERM: 128 + the signal, as a shell reports a process a signal ended

@@ -68,7 +68,7 @@ class OutDir:
     The hold is an advisory lock on the directory itself, so nothing extra is left in it."""
 
     def __init__(self, path: Path, option: str = "--out"):
-        self.path = path
+        self.path, self.made = path, not path.exists()
         if path.exists() and not path.is_dir():
             raise BadInput(f"{option} {path}: exists and is not a directory")
         try:
@@ -91,6 +91,16 @@ class OutDir:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def drop(self) -> None:
+        """A command that ended before any report (bad input found late, a run that cannot start): the folder goes,
+        where this command made it and nothing was written there."""
+        self.close()
+        if self.made:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass
 
 
 class Saver:

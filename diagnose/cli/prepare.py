@@ -209,7 +209,7 @@ def environment(session) -> None:
     if walls:
         session.harness.setdefault("container", {})["walls"] = walls
     tried = sorted({x for r in session.runs for s in r.stages for st in (s.compile_step, s) if st is not None
-                    for x in st.state.get("reached") or []})
+                    for x in _tried(st)})
     if tried:       # what a run tried beyond its walls (each held, or the walls' record says it was missing)
         session.harness.setdefault("container", {})["tried"] = tried[:30]
     events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
@@ -224,3 +224,12 @@ def environment(session) -> None:
             f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
             (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
              if lo < want else ""))
+
+
+def _tried(st) -> list[str]:
+    """What a step tried beyond its run: a signal to its parent, its group or every process, a connect (each as the
+    worker's audit hook worded it: runs/worker/state.py), and every file it opened outside its container that this
+    machine does not lend every run (the system's, the Python installation's and the tool's are lent), by path."""
+    outside = [f"{o['op']} {o['path']}" for o in st.state.get("outside") or []
+               if isinstance(o, dict) and isinstance(o.get("path"), str)]
+    return [*(st.state.get("reached") or []), *outside]

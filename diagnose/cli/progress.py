@@ -68,6 +68,8 @@ class Progress:
         self.early = ""                              # the verdict, once decided before the end
 
     def on_event(self, run, stage: str, ev: dict) -> None:
+        if str(run.role) == "reference":    # the preflight's (engine/preflight.py): never a row, never reported done
+            return
         with self.lock:
             a = self.active.setdefault(run.id, {"label": _label(run), "stage": stage, "phase": "start",
                                                 "t0": time.time(), "begun": {}})

@@ -15,7 +15,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from diagnose.errors import BadInput
+from diagnose.errors import BadInput, CannotStart
 
 # Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
 PIPED_WIDTH = 160
@@ -138,10 +138,15 @@ def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
         eng, save = engine_for(prep, settings, sig.stop, outdir, progress, runner_spec=runner_spec)
-        if not cannot_judge(prep.session, settings):
-            walled_off(eng.runner, prep.session)
-            with shown:
-                eng.diagnose()
+        try:
+            if not cannot_judge(prep.session, settings):
+                walled_off(eng.runner, prep.session)
+                with shown:
+                    eng.diagnose()
+        except (BadInput, CannotStart):
+            if outdir is not None:      # nothing was run that a report could hold
+                outdir.drop()
+            raise
     _own_failures(prep.session, eng.errors)
     if sig.code:
         settle_stopped(prep.session, sig.code - 128)

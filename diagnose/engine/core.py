@@ -25,7 +25,7 @@ from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.planning import Planner
 from diagnose.engine.preflight import preflight
 from diagnose.engine.runs import RunPool
-from diagnose.errors import BadInput
+from diagnose.errors import BadInput, CannotStart
 from diagnose.runs.runner import Runner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
@@ -63,7 +63,7 @@ class Engine:
         self.pool.open(reserve=max(2, self.settings.jobs // 2))
         try:
             return self._script()
-        except BadInput:
+        except (BadInput, CannotStart):
             raise
         except Exception:  # noqa: BLE001 - a bug of ours: keep what finished, say so, conclude on it
             return self._salvage()
@@ -73,7 +73,7 @@ class Engine:
     def _script(self) -> Session:
         """baseline and early toggles → verdict → late plans and tuning → combinations → causes → confirm."""
         s, pool, concl = self.session, self.pool, self.concl
-        if self.settings.preflight and not preflight(pool):
+        if not preflight(pool):
             return concl.finish()
         base = self._start()
         if not pool.wait(base):

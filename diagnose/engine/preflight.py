@@ -1,28 +1,110 @@
-"""The preflight: the problem's reference run alone before any stage. A reference that cannot be imported is a
-bad folder; one that cannot run here (no GPU of its kind, a package this machine lacks) makes the verdict
-needs_gpu.
+"""The preflight, before any run of the submission: can a run start here at all, and can this machine judge the
+problem?
+
+A run's worker imports torch, starts the device and loads the reference before the submission's first line. When
+that cannot happen here (torch missing from the Python that runs diagnose, the run's container refusing to start),
+every run would die the same way before reaching the submission, and a report would blame the submission for it:
+so it is checked once, alone, first, and said in one line with no report (errors.CannotStart). For a problem folder
+the check is its reference run alone, which also says whether the reference imports (else a bad folder) and can run
+here (else the verdict is needs_gpu); for the built-in task, a run of the worker's start alone (no stage, no line of
+the submission), kept out of the session.
 """
 from __future__ import annotations
 
+import re
+import sys
+
+from diagnose.analysis.started import never_reached
 from diagnose.engine.runs import RunPool
-from diagnose.errors import BadInput
+from diagnose.errors import BadInput, CannotStart
 from diagnose.findings import CUT, Verdict, clip
-from diagnose.session import Role
+from diagnose.runs.runner import Job
+from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
+
+_PIP = {"yaml": "pyyaml"}      # a module whose package is named otherwise
+_CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 
 
 def preflight(pool: RunPool) -> bool:
-    """The problem's reference alone, before any stage: does it import, and can it run here? A
-    reference that cannot be imported is a bad folder (BadInput); one that cannot run here makes
-    the verdict needs_gpu. Returns whether the diagnosis goes on."""
+    """Before any run of the submission: raises CannotStart when no run can start here, BadInput for a bad problem
+    folder; a problem this machine cannot judge makes the verdict needs_gpu. Returns whether the diagnosis goes on."""
+    if not pool.settings.preflight:
+        try:
+            _start_alone(pool)
+        except CannotStart:
+            pool.quiet = True       # no run of the submission, no report
+            raise
+        return not pool.stop.is_set()
     pool.quiet = True
     ref = pool.launch(Role.REFERENCE, None, "reference check", pool.source, stages=["reference"])
     pool.wait(ref)
     pool.quiet = False
     st = ref.stages[0] if ref.stages else None
+    if st is None and ref.outcome == Status.INCOMPLETE and not pool.stop.is_set():
+        pool.quiet = True       # the runner failed on it (runs/engine: a bug of ours, in its note): no report
+        raise _cannot(None, ref.note or "the reference check's run never started")
     if st is None or st.status == Status.OK or st.status == Status.INTERRUPTED:
         pool.save()
         return st is not None and st.status == Status.OK
+    if st.status != Status.NEEDS_GPU and never_reached(st) and not any(p.name == "reference_import" for p in st.phases):
+        pool.quiet = True
+        raise _cannot(st)
+    return _reference_failed(pool, ref, st)
+
+
+def _start_alone(pool: RunPool) -> None:
+    """The worker's start alone (runs/worker/stages.stage_start), in a container of its own, through the runner
+    that will run the submission: nothing of the submission runs, so any failure is this machine's or ours. A
+    scripted runner starts no process: nothing to check."""
+    if not getattr(pool.runner, "starts_processes", True):
+        return
+    run = Run(id="start", probe=None, toggle="start check", role=Role.REFERENCE)
+    try:
+        pool.runner.execute(Job(run=run, source=pool.source, stages=["start"]), lambda r: None, pool.stop)
+    except Exception as e:  # noqa: BLE001 - the runner's own failure (the run's jail): ours, never the submission's
+        raise _cannot(None, f"{type(e).__name__}: {e}") from None
+    st = run.stages[0] if run.stages else None
+    if st is not None and st.status not in (Status.OK, Status.INTERRUPTED, Status.NEEDS_GPU):
+        raise _cannot(st)
+
+
+def _missing(text: str) -> str | None:
+    m = re.search(r"No module named '([^'.]+)", text)
+    return m.group(1) if m else None
+
+
+def _cannot(st: StageResult | None, why: str = "") -> CannotStart:
+    """The one line: what is missing (or what failed), where the worker's Python is, and what to run."""
+    werr = next((e for e in st.events if e.get("k") == "worker_error"), None) if st is not None else None
+    if st is not None:
+        said = f"{werr['type']}: {werr['message']}" if werr else st.message or str(st.status)
+        why = f"{st.phase}: {said}" if st.phase and werr else said
+        tail = (st.stderr_tail or "").strip().splitlines()
+        missing = _missing(said) or (_missing(tail[-1]) if tail and not werr else None)
+    else:
+        missing = _missing(why)
+    why = clip(" ".join(why.split()), 300)
+    exe, where = sys.executable, f"{sys.executable} (sys.prefix {sys.prefix})"
+    if missing is None:
+        return CannotStart(f"a run's worker could not start here, before any line of the submission ran: {why}; "
+                           f"the Python that runs it is {where}")
+    import importlib.util
+    here = importlib.util.find_spec(missing)      # found, never imported: the parent never imports torch
+    if here is not None:    # this Python has it, the run's container does not let its worker reach it: ours
+        return CannotStart(f"a run's worker cannot import '{missing}', which the Python that runs diagnose has "
+                           f"({here.origin}): the run's container hides it from the worker ({why}); the Python is "
+                           f"{where}")
+    pkg = _PIP.get(missing, missing)
+    how = f"{exe} -m pip install {pkg}" + (f" (on a machine without a GPU, the CPU build: --index-url {_CPU_WHEELS})"
+                                          if pkg == "torch" else "")
+    return CannotStart(f"no run can start here: the Python that runs diagnose has no '{missing}' (in {why}), looked "
+                       f"for in {where}; install it into that interpreter: {how}", missing=missing)
+
+
+def _reference_failed(pool: RunPool, ref: Run, st: StageResult) -> bool:
+    """The reference ran and failed: a package of the problem's own that this machine lacks, a reference that does
+    not import (a bad folder), or one that cannot run here. Returns False: the diagnosis goes no further."""
     werr = next((e for e in st.events if e["k"] == "worker_error"), None)
     missing = _missing_package(werr, pool.settings.problem)
     if missing:      # a package of the problem's own that this machine lacks: it cannot judge, the folder is fine
@@ -57,7 +139,6 @@ def preflight(pool: RunPool) -> bool:
 
 def _missing_package(werr: dict | None, problem: str) -> str | None:
     """The third-party package a reference failed to import, when it is not a file of the problem folder."""
-    import re
     from pathlib import Path
     if not werr or werr.get("type") != "ModuleNotFoundError":
         return None

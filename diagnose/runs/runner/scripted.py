@@ -20,6 +20,8 @@ from diagnose.status import ENDS_RUN, Status
 
 
 class ScriptedRunner:
+    starts_processes = False     # nothing to start: the preflight's check that a run can start is skipped
+
     def __init__(self, script, delay_s: float = 0.0, with_source: bool = False):
         self.script, self.delay_s, self.with_source = script, delay_s, with_source   # script(run[, source])
         self.jobs: list[dict] = []
@@ -88,7 +90,9 @@ def _stage(d: dict) -> StageResult:
 
 def from_file(path: Path) -> ScriptedRunner:
     """{"delay_s": 0.1, "runs": [{"match": {...}, "stages": [StageResult as in a session, ...]}, ...],
-    "default": [stages for every run no rule matches]}. The first matching rule wins."""
+    "default": [stages for every run no rule matches], "start_check": true}. The first matching rule wins.
+    start_check: the preflight's check that a run can start is replayed too (its run's role is reference, its
+    stage `start`), as for a runner that starts processes."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     rules = data.get("runs", [])
     default = [_stage(s) for s in data.get("default", [])]
@@ -96,4 +100,6 @@ def from_file(path: Path) -> ScriptedRunner:
     def script(run, source=""):
         rule = next((r for r in rules if _matches(r, run, source)), None)
         return [_stage(s) for s in rule["stages"]] if rule else copy.deepcopy(default)
-    return ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)), with_source=True)
+    runner = ScriptedRunner(script, delay_s=float(data.get("delay_s", 0.0)), with_source=True)
+    runner.starts_processes = bool(data.get("start_check"))
+    return runner

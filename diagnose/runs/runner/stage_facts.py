@@ -5,6 +5,8 @@ Takes a stage's events; fills its StageResult.
 
 from __future__ import annotations
 
+import os
+
 from diagnose.runs import harness
 from diagnose.session import StageResult
 from diagnose.status import Status
@@ -77,6 +79,11 @@ def state_of(ev: list[dict]) -> dict:
             rec["cut"] = True
         elif e["op"] == "reach":       # what it tried beyond its run (worker/state.py): held by its jail
             rec.setdefault("reached", []).append(str(e.get("path"))[:200])
+        elif e.get("missing") is True:
+            # a read of a path not there in its run: what it tried, where this machine has that file (its walls
+            # held); nothing it read, so no state it depends on
+            if isinstance(e.get("path"), str) and os.path.isfile(e["path"]):
+                rec.setdefault("reached", []).append(f"read {e['path'][:200]} (not there in its run)")
         elif isinstance(e.get("path"), str):
             if e.get("inside") is False:
                 rec["outside"].append({"op": e["op"], "path": e["path"]})

@@ -140,15 +140,17 @@ class StateLog:
         if place is None:
             return
         rel, inside = place
-        if not inside and (rel.startswith(_IGNORED_OUTSIDE) or op == "read" and (
-                (rel + os.sep).startswith(self.lent) or not os.path.isfile(rel))):
+        if not inside and (rel.startswith(_IGNORED_OUTSIDE) or op == "read" and (rel + os.sep).startswith(self.lent)):
             return                    # reading what the machine lends every run is how programs run
         if not inside and op == "read":
             if self.outside_reads >= OUTSIDE_CAP or ("read", rel) in self.seen:
                 return
             self.outside_reads += 1
             self.seen.add(("read", rel))
-            self.ch.emit("state", op="read", path=rel, inside=False, **self._caller())
+            # one that is not there in the run (its walls hide it, or it exists nowhere): an attempt, which the
+            # parent keeps where this machine has that file (runner/stage_facts.py)
+            missing = {} if os.path.isfile(rel) else {"missing": True}
+            self.ch.emit("state", op="read", path=rel, inside=False, **missing, **self._caller())
             return
         if op == "read" and not os.path.isfile(os.path.join(self.root, rel)):
             return                    # a probe for a file that is not there (an import looking): nothing kept
