@@ -26,6 +26,7 @@ def lent_paths(environ=None) -> list[str]:
     env = os.environ if environ is None else environ
     home = os.path.realpath(os.path.expanduser("~"))
     found = [sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *python_path(), *_editable_targets(),
+             *_linked_entries(python_path()),
              env.get("CUDA_HOME"), env.get("CUDA_PATH"), *_split(env.get("LD_LIBRARY_PATH")), *_ld_so_conf(),
              *_split(env.get("PATH"))]
     tool = os.path.realpath(TOOL_ROOT)
@@ -56,6 +57,19 @@ def _editable_targets() -> list[str]:
     for d in {p for p in sys.path if p and os.path.isdir(p)}:
         for finder in glob.glob(os.path.join(d, "__editable___*_finder.py")):
             out += _mapping(finder)
+    return out
+
+
+def _linked_entries(paths: list[str]) -> list[str]:
+    """What the links in an import folder point to: a package linked in from elsewhere (uv's symlink link mode
+    links each one from its cache) imports only where the run can follow the link."""
+    out = []
+    for d in paths:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        out += [os.path.realpath(e.path) for e in entries if e.is_symlink()]
     return out
 
 
