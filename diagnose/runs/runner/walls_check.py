@@ -12,7 +12,7 @@ from pathlib import Path
 
 from diagnose.runs.runner import TOOL_ROOT
 from diagnose.runs.runner.child import Limits
-from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, child_env
+from diagnose.runs.runner.container import AREAS, OUTPUTS_DIR, SPAWNED_DIR, Container, child_env
 from diagnose.runs.runner.isolate import run_child
 from diagnose.runs.settings import Settings
 
@@ -66,7 +66,7 @@ def jail_for(s: Settings, box: Container, tmp: Path) -> dict | None:
     worker's Python imports from kept in reach. None: left off, as the user asked. tmp: the runner's folder."""
     if not s.private_mounts:
         return None
-    return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
+    return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR, OUTPUTS_DIR)],
             "tmpdir": str(tmp.parent), "shared": list(s.shared), "hide": list(s.hidden),
             # what the worker imports from: not the folder the user ran the tool in (sys.path's first entry under
             # `python -m`), which the worker never needs and which may hold everything else
