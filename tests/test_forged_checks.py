@@ -16,7 +16,7 @@ import pytest
 from diagnose.triage.rows import row_of
 from tests.conftest import FIXTURES, cli
 
-pytestmark = [pytest.mark.e2e, pytest.mark.xdist_group("forged-checks")]
+pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 F = FIXTURES / "forged"
 DOUBLING = ["--problem", FIXTURES / "problems" / "doubling"]
@@ -43,6 +43,7 @@ def _check(root, case):
     return name, {"res": res, "out": out, "wall": time.time() - t0}
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
 @pytest.fixture(scope="module")
 def checked(tmp_path_factory):
     root = tmp_path_factory.mktemp("forged")
@@ -50,6 +51,7 @@ def checked(tmp_path_factory):
         return dict(pool.map(lambda c: _check(root, c), CASES))
 
 
+@pytest.mark.xdist_group("forged-checks")
 @pytest.mark.parametrize("name,sub,problem,status,stage,fragment", CASES, ids=[c[0] for c in CASES])
 def test_a_zeros_kernel_behind_a_forged_check_is_never_ok(checked, name, sub, problem, status, stage, fragment):
     got = checked[name]
@@ -77,6 +79,7 @@ def test_a_zeros_kernel_behind_a_forged_check_is_never_ok(checked, name, sub, pr
         assert failed["verified"]["wrong" if status == "wrong" else "missing"], failed["verified"]
 
 
+@pytest.mark.xdist_group("forged-checks")
 def test_the_verifier_judges_every_stage_and_the_benchmark_keeps_first_and_last(checked):
     """The healthy built-in file: the test stage's three cases one output each; the benchmark and the leaderboard
     (ranked by the geometric mean: both cases) the first and the last of each case's 50."""
