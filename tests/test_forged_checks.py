@@ -6,7 +6,8 @@ FP8 dual GEMM (its small CPU form) and the `doubling` folder, judged by its own 
 swapped (the same object: the identity guard passes); (c) the tool's event channel found with gc, every phase closed
 as passed, a 'stage done' written and os._exit(0); (d) torch.isclose / allclose / testing.assert_close patched;
 (e) the evaluator's own utils.match_reference replaced. Each one passed before the verifier: `check` said
-PASSED ON CPU."""
+PASSED ON CPU. `doubling_cloned`'s evaluator checks clones of its inputs and seeds a benchmark's 50 its own way
+(seed + 42 before the first), as GPU MODE's eval_better_bench.py does: its outputs are still found and judged."""
 import json
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -20,6 +21,7 @@ pytestmark = pytest.mark.e2e     # every test here starts real processes
 
 F = FIXTURES / "forged"
 DOUBLING = ["--problem", FIXTURES / "problems" / "doubling"]
+CLONED = ["--problem", FIXTURES / "problems" / "doubling_cloned"]     # checks clones, seeds a benchmark its own way
 PASSED = "the evaluator in the submission's process passed it"
 # name, file, problem, status, stage, what the verdict's message says
 CASES = [
@@ -32,6 +34,9 @@ CASES = [
     ("healthy_eval", FIXTURES / "problems" / "subs" / "double_ok.py", DOUBLING, "ok", None, "every stage passed"),
     ("d_eval", F / "double_isclose_patched.py", DOUBLING, "wrong", "test", f"{PASSED}; the outputs are wrong"),
     ("e_eval", F / "double_match_replaced.py", DOUBLING, "wrong", "test", f"{PASSED}; the outputs are wrong"),
+    ("healthy_cloned", FIXTURES / "problems" / "subs" / "double_ok.py", CLONED, "ok", None, "every stage passed"),
+    ("e_cloned", F / "double_match_replaced.py", CLONED, "wrong", "test", f"{PASSED}; the outputs are wrong"),
+    ("e_cloned_bench", F / "double_small_only.py", CLONED, "wrong", "benchmark", "check failed on size=256 (output 0)"),
 ]
 
 

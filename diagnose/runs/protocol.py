@@ -124,7 +124,9 @@ class VerifySpec:
         return cls(**json.loads(text))
 
 
-def output_key(kwargs: dict) -> str:
+def output_key(kwargs: dict, seed: bool = True) -> str:
     """The case a kept output belongs to, as both sides name it: its generate_input arguments, each value as text
-    (an evaluator parses a case file's values itself), less a rank (each rank's input is of the same case)."""
-    return json.dumps(sorted((str(k), str(v)) for k, v in kwargs.items() if k != "rank"))
+    (an evaluator parses a case file's values itself), less a rank (each rank's input is of the same case); with
+    seed=False, its shape (an evaluator may seed a case's inputs its own way: GPU MODE's adds 42 before the first)."""
+    skip = {"rank"} if seed else {"rank", "seed"}
+    return json.dumps(sorted((str(k), str(v)) for k, v in kwargs.items() if k not in skip))

@@ -45,11 +45,13 @@ def outputs_dir(box: Container, tag: str, fresh: bool = False) -> Path:
 
 
 def expected_outputs(task: dict, stage: str, evaluated: bool) -> list[dict]:
-    """Every output a stage must keep, {case, index, kwargs}: each test case's; a benchmark case's first and last
-    of its 50 (harness.KEPT); under a problem's own evaluator, the first checked on each case."""
+    """Every output a stage must keep, {case, index, kwargs, match}: each test case's; a benchmark case's first and
+    last of its 50 (harness.KEPT); under a problem's own evaluator, the first checked on each case, which in its
+    benchmarks may be seeded its own way (match "shape": any seed of the case's shape, made again with that seed)."""
     cases = stage_cases(task, stage)
     kept = (0,) if stage == "test" or evaluated else harness.KEPT
-    return [{"case": label, "index": i, "kwargs": harness.input_kwargs(case, i)}
+    match = "shape" if evaluated and stage != "test" else "exact"
+    return [{"case": label, "index": i, "kwargs": harness.input_kwargs(case, i), "match": match}
             for label, case in zip(labels(cases), cases, strict=True) for i in kept]
 
 

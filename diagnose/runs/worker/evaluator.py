@@ -18,7 +18,7 @@ import os
 import sys
 import types
 
-from diagnose.runs.protocol import CHILD_ENV, output_key
+from diagnose.runs.protocol import CHILD_ENV
 from diagnose.runs.worker.hooks import Hooks
 from diagnose.tasks.loader import stage_cases
 
@@ -71,7 +71,7 @@ def stage_evaluator(ctx) -> str:
     for fd in (ev_fd,):
         os.set_inheritable(fd, True)
     # where every process that checks keeps what it checked, for the verifier, and the cases it must keep
-    keep = {"dir": spec.outputs, "keys": [output_key(c) for c in stage_cases(task, spec.stage)]}
+    keep = {"dir": spec.outputs, "cases": stage_cases(task, spec.stage)}
     os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec.stacks_prefix, "stage": spec.stage,
                                         "submission": spec.submission, "sample": spec.sample, "watch": spec.watch,
                                         "hooks": spec.hooks, "hook_args": spec.hook_args, "keep": keep})

@@ -14,22 +14,16 @@ import inspect
 import os
 import sys
 
-from diagnose.runs.protocol import output_key
-from diagnose.runs.worker import outputs, plugins
+from diagnose.runs.worker import plugins
+from diagnose.runs.worker.outputs import Keeper
 from diagnose.tasks.loader import case_label
-
-MADE_CAP = 256      # the inputs whose arguments are remembered (by the object's id), the latest kept
 
 
 class _State:
     def __init__(self, keep: dict | None = None):
         self.label: str | None = None
         self.seen: set[tuple[str, str]] = set()
-        # where checked outputs are kept for the verifier, and the keys of the stage's cases: {dir, keys}
-        self.keep = keep or {}
-        self.made: dict[int, dict] = {}     # id of an input generate_input returned -> its arguments
-        self.last: dict | None = None       # the arguments of the latest input
-        self.kept: set[str] = set()
+        self.keeper = Keeper(keep)      # which checked outputs leave this process, for the verifier
 
     def once(self, kind: str) -> str | None:
         """The phase name for the first `kind` call of the current case, else None."""
@@ -47,26 +41,11 @@ def _arguments(sig, args, kwargs) -> dict:
         return dict(kwargs)
 
 
-def _remember(state: _State, data, made: dict) -> None:
-    state.last = made
-    state.made[id(data)] = made
-    if len(state.made) > MADE_CAP:
-        state.made.pop(next(iter(state.made)))
-
-
-def _keep(state: _State, sig, args, kwargs) -> None:
-    """The first output checked on each of the stage's cases leaves this process. Its input is the object that
-    generate_input returned, or (an evaluator that checks a clone) the latest it returned."""
-    if not state.keep.get("dir"):
-        return
-    args = list(args) if len(args) >= 2 else list(_arguments(sig, args, kwargs).values())
-    if len(args) < 2:
-        return
-    made = state.made.get(id(args[0]), state.last)
-    key = output_key(made) if made is not None else None
-    if key in state.keep.get("keys", ()) and key not in state.kept:
-        state.kept.add(key)
-        outputs.keep(state.keep["dir"], case_label(made), 0, made, args[1], args[0])
+def _checked(state: _State, sig, args, kwargs) -> None:
+    """The checked output leaves this process if it answers an input still wanted (outputs.Keeper)."""
+    pair = list(args) if len(args) >= 2 else list(_arguments(sig, args, kwargs).values())
+    if len(pair) >= 2:
+        state.keeper.checked(pair[0], pair[1])
 
 
 def _signature(fn):
@@ -88,7 +67,7 @@ def _wrap_generate(fn, ins, state: _State):
         else:
             with ins.phase(name, sync=False):
                 data = fn(*args, **kwargs)
-        _remember(state, data, _arguments(sig, args, kwargs))
+        state.keeper.remember(data, _arguments(sig, args, kwargs))
         return data
     return generate_input
 
@@ -98,7 +77,7 @@ def _wrap_check(fn, ins, state: _State):
 
     @functools.wraps(fn)
     def check_implementation(*args, **kwargs):
-        _keep(state, sig, args, kwargs)      # before the check, which may mend what it checks
+        _checked(state, sig, args, kwargs)      # before the check, which may mend what it checks
         name = state.once("check")
         if name is None or ins.ch.phases:
             res = fn(*args, **kwargs)

@@ -20,6 +20,7 @@ import time
 
 from diagnose.runs.protocol import FDS_ENV, VerifySpec, output_key
 from diagnose.runs.worker.channel import Channel
+from diagnose.runs.worker.outputs import leaves
 
 CAP = 4       # kept outputs judged per expected one (each process of an evaluator keeps its own first)
 
@@ -47,17 +48,6 @@ def _kept(folder: str) -> list[tuple[dict, str]]:
     return out
 
 
-def _leaves(x):
-    if isinstance(x, (tuple, list)):
-        for v in x:
-            yield from _leaves(v)
-    elif isinstance(x, dict):
-        for v in x.values():
-            yield from _leaves(v)
-    else:
-        yield x
-
-
 def _to(x, device):
     """The kept output on the device of the input it answers (kept on the CPU)."""
     if hasattr(x, "to") and hasattr(x, "dtype"):
@@ -78,12 +68,28 @@ def _judge(torch, ref, kwargs: dict, meta: dict, pt: str) -> tuple[bool, str]:
         output = kept["output"]
     except Exception as e:  # noqa: BLE001 - unreadable: not an output the check could pass
         return False, f"the kept output could not be read: {type(e).__name__}: {str(e)[:300]}"
-    data = kept["input"] if "seed" not in kwargs and "input" in kept else ref.generate_input(**kwargs)
-    device = next((v.device for v in _leaves(data) if hasattr(v, "device")), "cpu")
+    try:
+        data = kept["input"] if "seed" not in kwargs and "input" in kept else ref.generate_input(**kwargs)
+    except Exception as e:  # noqa: BLE001 - arguments no case of the task's has: nothing it answers
+        return False, f"its input could not be made again from {kwargs}: {type(e).__name__}: {str(e)[:300]}"
+    device = next((v.device for v in leaves(data) if hasattr(v, "device")), "cpu")
     try:
         return verdict_of(ref.check_implementation(data, _to(output, device)))
     except Exception as e:  # noqa: BLE001 - the check choking on the output means the output is wrong
         return False, f"check raised {type(e).__name__}: {str(e)[:300]}"
+
+
+def _theirs(want: dict, kept: list) -> list[tuple[dict, str, dict]]:
+    """The kept outputs that answer an expected one, each with what its input is made from again: those of the
+    case's exact arguments (made from the case's own typed values: an evaluator parsed them from text), or, where
+    the case allows (match "shape"), those of its shape, made with the seed they were made with."""
+    at = [(m, p) for m, p in kept if m["index"] == want["index"]]
+    exact = [(m, p, {**m["kwargs"], **want["kwargs"]}) for m, p in at
+             if output_key(m["kwargs"]) == output_key(want["kwargs"])]
+    if exact or want.get("match") != "shape":
+        return exact[:CAP]
+    shape, typed = output_key(want["kwargs"], seed=False), {k: v for k, v in want["kwargs"].items() if k != "seed"}
+    return [(m, p, {**m["kwargs"], **typed}) for m, p in at if output_key(m["kwargs"], seed=False) == shape][:CAP]
 
 
 def verify(spec: VerifySpec, ch: Channel) -> None:
@@ -92,9 +98,8 @@ def verify(spec: VerifySpec, ch: Channel) -> None:
     kept = _kept(spec.outputs)
     for want in spec.expected:
         t0 = time.perf_counter()
-        key = output_key(want["kwargs"])
-        mine = [(m, p) for m, p in kept if m["index"] == want["index"] and output_key(m["kwargs"]) == key][:CAP]
-        verdicts = [_judge(torch, ref, {**m["kwargs"], **want["kwargs"]}, m, p) for m, p in mine]
+        mine = _theirs(want, kept)
+        verdicts = [_judge(torch, ref, kwargs, m, p) for m, p, kwargs in mine]
         bad = next((msg for ok, msg in verdicts if not ok), None)
         ch.emit("verified", case=want["case"], index=want["index"], ok=bool(mine) and bad is None,
                 missing=not mine, outputs=len(mine), message=str(bad or "")[:2000],
