@@ -35,6 +35,7 @@ CASES = [
     ("d_eval", F / "double_isclose_patched.py", DOUBLING, "wrong", "test", f"{PASSED}; the outputs are wrong"),
     ("e_eval", F / "double_match_replaced.py", DOUBLING, "wrong", "test", f"{PASSED}; the outputs are wrong"),
     ("healthy_cloned", FIXTURES / "problems" / "subs" / "double_ok.py", CLONED, "ok", None, "every stage passed"),
+    ("c_cloned", F / "double_channel_closed.py", CLONED, "tampered", "test", "never left that process"),
     ("e_cloned", F / "double_match_replaced.py", CLONED, "wrong", "test", f"{PASSED}; the outputs are wrong"),
     ("e_cloned_bench", F / "double_small_only.py", CLONED, "wrong", "benchmark", "check failed on size=256 (output 0)"),
 ]
