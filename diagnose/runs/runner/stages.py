@@ -197,21 +197,22 @@ class StageRunner:
             if stage in harness.JUDGED else None
         argv = [s.task.evaluator or "eval.py", stage, str(cases)] if cases else ["submission.py"]
         self._snaps[run.id] = box.snapshot()     # the harness's own files are not state the submission kept
+        step = outputs = None
         try:
-            step = None
             if s.compile_step and stage in harness.JUDGED:
                 step = self._step(run, job, stage, "compile", box, env, arbiter, stop, ["submission.py"])
                 if step.status == Status.INTERRUPTED:
                     return StageResult(name=stage, status=Status.INTERRUPTED, budget_s=s.budgets.get(stage, 0.0),
                                        message="interrupted by the user in the compile step before it",
                                        compile_step=step)
-            st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv)
+            outputs = outputs_dir(box, stage) if stage in harness.JUDGED else None
+            st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv, outputs)
             st.compile_step = step
         finally:
             box.unplace(list(files) + ([cases] if cases else []))
-        if stage in harness.JUDGED and st.status == Status.OK:     # a verdict the submission cannot write
-            verify_stage(st, s.task, stage, bool(s.task.evaluator), box, env, self.jail_for(box), arbiter, stop,
-                         owner=f"{run.id}/{stage}.verify")
+        if outputs is not None:     # a verdict the submission cannot write
+            verify_stage(st, s.task, stage, bool(s.task.evaluator), box, env, self.jail_for(box), outputs,
+                         arbiter, stop, owner=f"{run.id}/{stage}.verify")
         budget = st.budget_s
         if s.depth == Depth.FULL:
             st.predicted_s = st.charged_s if st.status == Status.OK else None
@@ -228,7 +229,7 @@ class StageRunner:
         return st
 
     def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
-              stop, argv: list[str]) -> StageResult:
+              stop, argv: list[str], outputs: Path | None = None) -> StageResult:
         """One child process in the run's container: the stage itself, or (what="compile") its compile step.
         What the container gained meanwhile is what this step wrote."""
         s = self.settings
@@ -236,9 +237,9 @@ class StageRunner:
         tag = stage if what == stage else f"{stage}.{what}"
         submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
         spawned = str(box.root / SPAWNED_DIR / f"{tag}.stacks.txt")
-        outputs = str(outputs_dir(box, tag, fresh=True)) if what == stage and stage in harness.JUDGED else ""
         spec = spec_for(s, what, box, job, argv=argv, gpu_lock=arbiter is not None,
-                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=spawned, outputs=outputs)
+                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=spawned,
+                        outputs=str(outputs) if outputs else "")
         budget = spec.budget_s      # one figure for both sides: the parent's deadline and the worker's watchdog
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
             env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}

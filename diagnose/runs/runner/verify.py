@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 from diagnose.runs import harness
@@ -22,7 +23,6 @@ from diagnose.status import Status
 from diagnose.tasks.loader import SUBMISSION, Task, labels, stage_cases, stage_files
 
 VERIFY_BUDGET_S = 120.0    # a torch import, the reference, and each kept output's input made and checked again
-VERIFY_DIR = "verify"      # in the tool's folder, which the jail keeps read-only: the copy of the problem's files
 PASSED = "the evaluator in the submission's process passed it"
 MULTI_GPU = "not verified: a multi-GPU problem's check needs its ranks' process group, which a verifier cannot rebuild"
 
@@ -35,13 +35,10 @@ def _remove(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
 
-def outputs_dir(box: Container, tag: str, fresh: bool = False) -> Path:
-    """Where a stage's processes keep the outputs they check: made empty before the stage."""
-    d = box.root / OUTPUTS_DIR / tag
-    if fresh:
-        _remove(d)
-        d.mkdir()
-    return d
+def outputs_dir(box: Container, tag: str) -> Path:
+    """Where a stage's processes keep the outputs they check: a new folder, under a name nothing of the run's could
+    have put in its place beforehand (it is removed once they are judged)."""
+    return Path(tempfile.mkdtemp(prefix=f"{tag}.", dir=box.root / OUTPUTS_DIR))
 
 
 def expected_outputs(task: dict, stage: str, evaluated: bool) -> list[dict]:
@@ -57,10 +54,8 @@ def expected_outputs(task: dict, stage: str, evaluated: bool) -> list[dict]:
 
 def _pristine(task: Task, box: Container, tag: str) -> Path:
     """The problem's files as its folder has them now (never the run's work/, which the submission may have
-    rewritten), without the submission."""
-    folder = box.tool / VERIFY_DIR / tag
-    _remove(folder)
-    folder.mkdir(parents=True)
+    rewritten), without the submission: in a new folder of the tool's own."""
+    folder = Path(tempfile.mkdtemp(prefix=f"{tag}.verify.", dir=box.tool))
     skip = {"submission.py", *(n for n, src in task.files if src == SUBMISSION)}
     for name, data in stage_files(task, "").items():
         if name not in skip:
@@ -69,28 +64,40 @@ def _pristine(task: Task, box: Container, tag: str) -> Path:
 
 
 def verify_stage(st: StageResult, task: Task, stage: str, evaluated: bool, box: Container, env: dict,
-                 jail: dict | None, arbiter=None, stop=None, owner: str = "") -> None:
-    """Run the verifier on what the stage kept, then decide. Raises where the verifier's jail failed (the tool's
-    failure, never the submission's outcome)."""
-    if task.world_size > 1:
-        st.verified = {"skipped": MULTI_GPU}
-        return
-    expected = expected_outputs(task.to_dict(), stage, evaluated)
-    folder = _pristine(task, box, stage)
-    spec = box.tool / f"{stage}.verify.json"
-    spec.write_text(VerifySpec(str(folder), str(outputs_dir(box, stage)), expected).to_json())
+                 jail: dict | None, outputs: Path, arbiter=None, stop=None, owner: str = "") -> None:
+    """After a judged stage: where its own account is ok, run the verifier on what it kept (`outputs`), then decide;
+    then remove what it kept. Raises where the verifier's jail failed (the tool's failure, never the submission's
+    outcome)."""
     try:
-        child = run_child([sys.executable, "-s", "-m", "diagnose.runs.worker.verify", str(spec)], cwd=str(folder),
-                          env=env, stacks_path=str(box.tool / f"{stage}.verify.stacks.txt"),
-                          limits=Limits(VERIFY_BUDGET_S, None), arbiter=arbiter, owner=owner, stop=stop, jail=jail)
+        if st.status != Status.OK:
+            return
+        if task.world_size > 1:
+            st.verified = {"skipped": MULTI_GPU}
+            return
+        expected = expected_outputs(task.to_dict(), stage, evaluated)
+        child = _verifier(task, stage, box, env, jail, outputs, expected, arbiter, stop, owner)
     finally:
-        _remove(folder)
+        _remove(outputs)
     if (child.jail or {}).get("error"):
         raise RuntimeError(f"the verifier's jail failed ({child.jail['error']})")
     if child.killed == "interrupted":
         st.status, st.message = Status.INTERRUPTED, "interrupted by the user while its outputs were verified"
         return
     decide(st, expected, child.events, child.wall_s, failure_of(child))
+
+
+def _verifier(task: Task, stage: str, box: Container, env: dict, jail: dict | None, outputs: Path,
+              expected: list[dict], arbiter, stop, owner: str) -> ChildResult:
+    """The verifier's process, started as every step is, in the same jail, in a copy of the problem's files."""
+    folder = _pristine(task, box, stage)
+    spec = Path(f"{folder}.json")
+    spec.write_text(VerifySpec(str(folder), str(outputs), expected).to_json())
+    try:
+        return run_child([sys.executable, "-s", "-m", "diagnose.runs.worker.verify", str(spec)], cwd=str(folder),
+                         env=env, stacks_path=f"{folder}.stacks.txt",
+                         limits=Limits(VERIFY_BUDGET_S, None), arbiter=arbiter, owner=owner, stop=stop, jail=jail)
+    finally:
+        _remove(folder)
 
 
 def failure_of(child: ChildResult) -> str | None:
