@@ -107,6 +107,7 @@ class StageResult:
     start_t: float | None = None   # time.time() as its process started: a probe's event at t is t - start_t into it
     anomalies: list[str] = field(default_factory=list)  # impossible or malformed events seen
     events: list[dict] = field(default_factory=list)
+    verified: dict | None = None   # the verifier's judgment of the kept outputs, after the stage (runner/verify.py)
 
     @property
     def lock_wait_s(self) -> float:

@@ -50,6 +50,8 @@ EVENTS: dict[str, dict[str, tuple]] = {
     "state": {"op": (str,)},
     "outlive": {"procs": (list,)},
     "probe": {"probe": (str,)},          # a probe's own hook (worker/plugins.py): its fields are the probe's
+    "verified": {"case": (str,), "index": (int,), "ok": (bool,)},   # the verifier (worker/verify.py): one output
+    "verify_done": {},
 }
 # Only the worker's own process may send these: they decide the stage's status. ("tamper" may come from
 # any process of the run, the evaluator's pool workers included: forging one only convicts the forger.)
@@ -88,6 +90,7 @@ class WorkerSpec:
     shared: list = field(default_factory=list)       # directories of this machine's the run may use (DIAGNOSE_SHARE)
     hooks: list = field(default_factory=list)        # the probes' own worker hooks, by module (worker/plugins.py)
     hook_args: dict = field(default_factory=dict)    # probe -> what its hook is handed as api.args (JSON)
+    outputs: str = ""                # where each checked output is kept for the verifier ("": none kept)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self))
@@ -102,3 +105,28 @@ class WorkerSpec:
     def evaluated(self) -> bool:
         """Judged by the problem's own evaluator, not the worker's model of it."""
         return bool(self.task.get("evaluator")) and self.stage in ("test", "benchmark", "leaderboard")
+
+
+@dataclass(frozen=True)
+class VerifySpec:
+    """What the verifier (worker/verify.py) judges after a stage: the outputs its processes kept, with the problem's
+    own files as the parent copied them from the problem folder (never the run's work/, which the submission may
+    have rewritten). expected: every output the stage must have kept, {case, index, kwargs}."""
+    folder: str
+    outputs: str
+    expected: list
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> "VerifySpec":
+        return cls(**json.loads(text))
+
+
+def output_key(kwargs: dict, seed: bool = True) -> str:
+    """The case a kept output belongs to, as both sides name it: its generate_input arguments, each value as text
+    (an evaluator parses a case file's values itself), less a rank (each rank's input is of the same case); with
+    seed=False, its shape (an evaluator may seed a case's inputs its own way: GPU MODE's adds 42 before the first)."""
+    skip = {"rank"} if seed else {"rank", "seed"}
+    return json.dumps(sorted((str(k), str(v)) for k, v in kwargs.items() if k not in skip))

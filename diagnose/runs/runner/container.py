@@ -33,8 +33,10 @@ from diagnose.runs.runner import TOOL_ROOT
 
 AREAS = ("home", "tmp", "shm", "vartmp", "work")
 TOOL_DIR = ".diagnose"
-SPAWNED_DIR = ".diagnose/spawned"   # where the processes a problem's evaluator spawns write their stacks: the one
-                                    # part of the tool's folder a run may write (the jail keeps the rest read-only)
+SPAWNED_DIR = ".diagnose/spawned"   # where the processes a problem's evaluator spawns write their stacks: one of
+                                    # two parts of the tool's folder a run may write (the jail keeps the rest read-only)
+OUTPUTS_DIR = ".diagnose/outputs"   # the other: where a stage's processes keep the outputs they checked, for the
+                                    # verifier (runner/verify.py)
 # How a container path reads in a report, and how deep a group of files goes under each area (a build
 # directory under ~/.cache/torch_extensions/py312_cu130/NAME is one group; /tmp/torchinductor_USER another).
 SHOWN = {"home": "~", "tmp": "/tmp", "shm": "/dev/shm", "vartmp": "/var/tmp", "work": "."}
@@ -65,7 +67,7 @@ class Container:
 
     def __init__(self, root: Path):
         self.root = root
-        for area in AREAS + (TOOL_DIR, SPAWNED_DIR):
+        for area in AREAS + (TOOL_DIR, SPAWNED_DIR, OUTPUTS_DIR):
             (root / area).mkdir(parents=True, exist_ok=True)
         for sub in (".cache", ".config", ".local/share"):
             (root / "home" / sub).mkdir(parents=True, exist_ok=True)

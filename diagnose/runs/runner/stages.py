@@ -28,6 +28,7 @@ from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.runs.runner.timeline import build_stage
+from diagnose.runs.runner.verify import outputs_dir, verify_stage
 from diagnose.runs.runner.walls_check import isolation, jail_for
 from diagnose.runs.settings import Settings
 from diagnose.session import Run, StageResult
@@ -41,7 +42,7 @@ TUNING_ENV = {"HELION_AUTOTUNE_EFFORT": "quick", "HELION_AUTOTUNE_BUDGET_SECONDS
 
 
 def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], gpu_lock: bool,
-             tool_paths: list[str], stacks: str) -> WorkerSpec:
+             tool_paths: list[str], stacks: str, outputs: str = "") -> WorkerSpec:
     """What the worker reads for one step of a job (the stage itself, or `what="compile"`, its compile step):
     the one place the run's settings become the child's."""
     return WorkerSpec(submission=str(box.work / "submission.py"), stage=what, task=s.task.to_dict(),
@@ -49,7 +50,7 @@ def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], 
                       depth=s.depth, sample_repeats=s.sample_repeats, sample_seconds=s.sample_seconds,
                       gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
                       private_mounts=s.private_mounts, tool_paths=tool_paths, argv=argv, shared=list(s.shared),
-                      hooks=list(s.hooks), hook_args=dict(job.hook_args))
+                      hooks=list(s.hooks), hook_args=dict(job.hook_args), outputs=outputs)
 
 
 def _ran_on_gpu(st: StageResult) -> bool:
@@ -196,18 +197,22 @@ class StageRunner:
             if stage in harness.JUDGED else None
         argv = [s.task.evaluator or "eval.py", stage, str(cases)] if cases else ["submission.py"]
         self._snaps[run.id] = box.snapshot()     # the harness's own files are not state the submission kept
+        step = outputs = None
         try:
-            step = None
             if s.compile_step and stage in harness.JUDGED:
                 step = self._step(run, job, stage, "compile", box, env, arbiter, stop, ["submission.py"])
                 if step.status == Status.INTERRUPTED:
                     return StageResult(name=stage, status=Status.INTERRUPTED, budget_s=s.budgets.get(stage, 0.0),
                                        message="interrupted by the user in the compile step before it",
                                        compile_step=step)
-            st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv)
+            outputs = outputs_dir(box, stage) if stage in harness.JUDGED else None
+            st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv, outputs)
             st.compile_step = step
         finally:
             box.unplace(list(files) + ([cases] if cases else []))
+        if outputs is not None:     # a verdict the submission cannot write
+            verify_stage(st, s.task, stage, bool(s.task.evaluator), box, env, self.jail_for(box), outputs,
+                         arbiter, stop, owner=f"{run.id}/{stage}.verify")
         budget = st.budget_s
         if s.depth == Depth.FULL:
             st.predicted_s = st.charged_s if st.status == Status.OK else None
@@ -224,7 +229,7 @@ class StageRunner:
         return st
 
     def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
-              stop, argv: list[str]) -> StageResult:
+              stop, argv: list[str], outputs: Path | None = None) -> StageResult:
         """One child process in the run's container: the stage itself, or (what="compile") its compile step.
         What the container gained meanwhile is what this step wrote."""
         s = self.settings
@@ -233,7 +238,8 @@ class StageRunner:
         submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
         spawned = str(box.root / SPAWNED_DIR / f"{tag}.stacks.txt")
         spec = spec_for(s, what, box, job, argv=argv, gpu_lock=arbiter is not None,
-                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=spawned)
+                        tool_paths=env["PYTHONPATH"].split(os.pathsep), stacks=spawned,
+                        outputs=str(outputs) if outputs else "")
         budget = spec.budget_s      # one figure for both sides: the parent's deadline and the worker's watchdog
         if what == "tune":     # the search runs to its end once, at the effort a user tunes with by hand
             env = {**env, **{k: os.environ.get(k) or v for k, v in TUNING_ENV.items()}}

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from diagnose.runs.runner.child import Limits
-from diagnose.runs.runner.container import AREAS, SPAWNED_DIR, Container, child_env
+from diagnose.runs.runner.container import AREAS, OUTPUTS_DIR, SPAWNED_DIR, Container, child_env
 from diagnose.runs.runner.isolate import run_child
 from diagnose.runs.runner.lent import lent_paths
 from diagnose.runs.settings import Settings
@@ -73,7 +73,7 @@ def jail_for(s: Settings, box: Container, tmp: Path) -> dict | None:
     folders hidden where a lent place holds one. None: left off, as the user asked. tmp: the runner's folder."""
     if not s.private_mounts:
         return None
-    return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR)],
+    return {"root": str(box.root), "writable": [str(box.root / a) for a in (*AREAS, SPAWNED_DIR, OUTPUTS_DIR)],
             "tmpdir": str(tmp.parent), "shared": list(s.shared), "hide": list(s.hidden),
             "paths": lent_paths(), "net": s.network != "host"}
 

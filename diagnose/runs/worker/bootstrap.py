@@ -36,4 +36,4 @@ if _cfg:
     _plugins.torch_up(torch, _ch)
     _guard = Guard(_ch)
     _guard.watch_clocks(torch)
-    Hooks(_ins, _guard).install()
+    Hooks(_ins, _guard, _cfg.get("keep")).install()

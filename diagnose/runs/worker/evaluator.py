@@ -20,6 +20,7 @@ import types
 
 from diagnose.runs.protocol import CHILD_ENV
 from diagnose.runs.worker.hooks import Hooks
+from diagnose.tasks.loader import stage_cases
 
 
 def _spawn_with_bootstrap(ctx, fds: list[int]) -> None:
@@ -69,11 +70,13 @@ def stage_evaluator(ctx) -> str:
     os.environ["POPCORN_FD"] = str(popcorn_fd)
     for fd in (ev_fd,):
         os.set_inheritable(fd, True)
+    # where every process that checks keeps what it checked, for the verifier, and the cases it must keep
+    keep = {"dir": spec.outputs, "cases": stage_cases(task, spec.stage)}
     os.environ[CHILD_ENV] = json.dumps({"events_fd": ev_fd, "stacks": spec.stacks_prefix, "stage": spec.stage,
                                         "submission": spec.submission, "sample": spec.sample, "watch": spec.watch,
-                                        "hooks": spec.hooks, "hook_args": spec.hook_args})
+                                        "hooks": spec.hooks, "hook_args": spec.hook_args, "keep": keep})
     _spawn_with_bootstrap(ctx, [ev_fd])
-    hooks = Hooks(ctx.ins, ctx.guard)
+    hooks = Hooks(ctx.ins, ctx.guard, keep)
     hooks.install()
     ctx.judges = hooks.judges
     entry = os.path.join(os.getcwd(), task["evaluator"])     # sys.argv is the harness's already (main.py)

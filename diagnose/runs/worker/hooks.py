@@ -10,17 +10,20 @@ by the worker, so its edited lines and loops are watched as in the built-in harn
 from __future__ import annotations
 
 import functools
+import inspect
 import os
 import sys
 
 from diagnose.runs.worker import plugins
+from diagnose.runs.worker.outputs import Keeper
 from diagnose.tasks.loader import case_label
 
 
 class _State:
-    def __init__(self):
+    def __init__(self, keep: dict | None = None):
         self.label: str | None = None
         self.seen: set[tuple[str, str]] = set()
+        self.keeper = Keeper(keep)      # which checked outputs leave this process, for the verifier
 
     def once(self, kind: str) -> str | None:
         """The phase name for the first `kind` call of the current case, else None."""
@@ -30,21 +33,51 @@ class _State:
         return f"{kind}:{self.label}"
 
 
+def _arguments(sig, args, kwargs) -> dict:
+    """generate_input's arguments by name, however the evaluator passed them."""
+    try:
+        return dict(sig.bind(*args, **kwargs).arguments) if sig is not None else dict(kwargs)
+    except TypeError:
+        return dict(kwargs)
+
+
+def _checked(state: _State, sig, args, kwargs) -> None:
+    """The checked output leaves this process if it answers an input still wanted (outputs.Keeper)."""
+    pair = list(args) if len(args) >= 2 else list(_arguments(sig, args, kwargs).values())
+    if len(pair) >= 2:
+        state.keeper.checked(pair[0], pair[1])
+
+
+def _signature(fn):
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
 def _wrap_generate(fn, ins, state: _State):
+    sig = _signature(fn)
+
     @functools.wraps(fn)
     def generate_input(*args, **kwargs):
         state.label = case_label({k: v for k, v in kwargs.items() if k != "rank"})
         name = state.once("generate")
         if name is None or ins.ch.phases:
-            return fn(*args, **kwargs)
-        with ins.phase(name, sync=False):
-            return fn(*args, **kwargs)
+            data = fn(*args, **kwargs)
+        else:
+            with ins.phase(name, sync=False):
+                data = fn(*args, **kwargs)
+        state.keeper.remember(data, _arguments(sig, args, kwargs))
+        return data
     return generate_input
 
 
 def _wrap_check(fn, ins, state: _State):
+    sig = _signature(fn)
+
     @functools.wraps(fn)
     def check_implementation(*args, **kwargs):
+        _checked(state, sig, args, kwargs)      # before the check, which may mend what it checks
         name = state.once("check")
         if name is None or ins.ch.phases:
             res = fn(*args, **kwargs)
@@ -110,8 +143,8 @@ class _null:
 class Hooks:
     NAMES = ("reference", "submission")
 
-    def __init__(self, ins, guard):
-        self.ins, self.state, self.guard = ins, _State(), guard
+    def __init__(self, ins, guard, keep: dict | None = None):
+        self.ins, self.state, self.guard = ins, _State(keep), guard
         self.judges: dict = {}
 
     def install(self) -> None:
