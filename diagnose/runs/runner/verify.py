@@ -56,6 +56,7 @@ def _pristine(task: Task, box: Container, tag: str) -> Path:
     """The problem's files as its folder has them now (never the run's work/, which the submission may have
     rewritten), without the submission: in a new folder of the tool's own."""
     folder = Path(tempfile.mkdtemp(prefix=f"{tag}.verify.", dir=box.tool))
+    folder.chmod(0o755)      # the verifier runs as the run's own user (nobody, where the tool is root): it reads them
     skip = {"submission.py", *(n for n, src in task.files if src == SUBMISSION)}
     for name, data in stage_files(task, "").items():
         if name not in skip:
