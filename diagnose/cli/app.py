@@ -39,7 +39,7 @@ from diagnose.cli.options import (
     Shared,
     _Command,
 )
-from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
+from diagnose.cli.wiring import check_settings, diagnose_prepared, engine_pass, err, out, say_failed
 from diagnose.errors import BadInput, Refused
 
 try:   # typer >= 0.20 carries its own copy of click
@@ -135,6 +135,8 @@ def check(
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                            help="Also write session.json and report.md here."),
     small: Optional[bool] = SMALL,
+    cpu_cap: Optional[float] = typer.Option(None, "--cpu-cap", metavar="S", help="Without a GPU (no time is judged "
+                                            "there): how long each stage may run to its checks (default 300 s)."),
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
     runner: Optional[str] = RUNNER,
@@ -146,11 +148,12 @@ def check(
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.output.console import check_header, check_lines
     from probes import static_risks
+    check_settings(None, cpu_cap)       # its value checked before anything starts
     prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     if not quiet:
         out.print(check_header(prep.session.submission["path"], prep.board, prep.folder, prep.settings.budgets))
-    eng, save, code = engine_pass(prep, prep.settings.but(confirm=False), outdir, quiet, verbose, runner)
+    eng, save, code = engine_pass(prep, check_settings(prep, cpu_cap), outdir, quiet, verbose, runner)
     failed = save(prep.session)
     signum = code - 128 if code else None
     lines, word = check_lines(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],

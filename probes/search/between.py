@@ -19,8 +19,8 @@ import threading
 
 
 class Between:
-    def __init__(self, submission_dir: str, clock_code):
-        self.dir = submission_dir
+    def __init__(self, api, clock_code):
+        self.api = api                        # its submission_dir: where the submission's frames' files lie
         self.clock_code = clock_code          # the code of the hook's clock wrappers: a read, never work
         self.local = threading.local()        # .worked (None: not watching), .old (the profile function under ours)
         self.profile = self._profile          # one bound method, so that sys.getprofile() is it
@@ -42,14 +42,15 @@ class Between:
         return worked
 
     def _work(self, frame, event: str, arg) -> bool:
+        mine = self.api.submission_dir
         if event == "call":
             code = frame.f_code
             if code is self.clock_code:
                 return False
             caller = frame.f_back
-            return code.co_filename.startswith(self.dir) or \
-                caller is not None and caller.f_code.co_filename.startswith(self.dir)
-        return event == "c_call" and frame.f_code.co_filename.startswith(self.dir) and \
+            return code.co_filename.startswith(mine) or \
+                caller is not None and caller.f_code.co_filename.startswith(mine)
+        return event == "c_call" and frame.f_code.co_filename.startswith(mine) and \
             getattr(arg, "__module__", None) != "time"
 
     def _profile(self, frame, event, arg):

@@ -49,7 +49,7 @@ class Hook:
         self.wrapped = False
         self.case = None
         # the clock wrappers share one code object: a read between two reads is no work
-        self.between = Between(api.submission_dir, self.clock(time.perf_counter, "", 0).__code__)
+        self.between = Between(api, self.clock(time.perf_counter, "", 0).__code__)
 
     # -- clocks --------------------------------------------------------------------------------------------
     def clock(self, fn, kind: str, weight: float):
