@@ -86,7 +86,8 @@ def custom_kernel(data):
 
 @pytest.mark.e2e
 def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
-    """One line reading the clock until a moment passes times no candidates: the hook sends nothing for it."""
+    """One line reading the clock until a moment passes times no candidates: the hook sends no search for it, and
+    names it as the wait it took it for (what "not present" then says)."""
     (tmp_path / "submission.py").write_text(SPIN)
     driver = (f"import sys, json; sys.path.insert(0, {str(tmp_path)!r})\n"
               "from probes.search import hook\n"
@@ -105,7 +106,9 @@ def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
               "print(json.dumps(sent))\n")
     out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
-    assert json.loads(out.stdout) == []
+    sent = json.loads(out.stdout)
+    assert [e["what"] for e in sent] == ["phase"] and sent[0]["searches"] == [], sent
+    assert sent[0]["waits"] == [{"func": "custom_kernel", "line": 5, "calls": 1}], sent
 
 
 @pytest.mark.e2e

@@ -125,9 +125,10 @@ class Hook:
         for rec in left:
             self.touched[rec["path"]] = rec["kind"]
         returned = [dict(r, linked=search.linked(r.pop("value"))) for r in self.returned]
-        if found or left:
+        waits = search.waits()      # what a report says is no search: the reads that were waits
+        if found or left or waits:
             self.api.emit(what="phase", phase=name, case=self.case, ok=fields.get("ok"),
-                          searches=found, changed=left, returned=returned)
+                          searches=found, changed=left, returned=returned, waits=waits)
 
     def _returned(self, frame, key, value) -> None:
         """An armed search function returned: its key and its value as source text, where literals hold them."""

@@ -109,6 +109,7 @@ class Search:
         self.done: list[dict] = []
         self.prev: dict[int, list] = {}     # thread ident -> the chain of its last read (a search may run in any)
         self.sent: set = set()
+        self.waited: dict[tuple, int] = {}  # (function, line) -> how many of its calls were waits (at most 8 places)
 
     def read(self, kind: str, weight: float, first, thread: int, worked: bool | None = None) -> bool:
         """Record a read; `worked`: whether work ran on this thread since its last read (between.py; None where
@@ -184,6 +185,9 @@ class Search:
         if not leaf["works"] and leaf["children"] == 0 and leaf["row"] >= MIN_CANDIDATES and \
                 not any(k in WHOLE for k in leaf["kinds"]):
             leaf["spin"] = True
+            place = (leaf["func"], line)
+            if place in self.waited or len(self.waited) < 8:
+                self.waited[place] = self.waited.get(place, 0) + 1
             for anc, at in leaf["gave"]:
                 anc["lines"][at] -= 1
                 if anc["lines"][at] <= 0:
@@ -224,6 +228,10 @@ class Search:
         return {"func": rec["func"], "def_line": rec["def_line"], "lines": sorted(lines[:6]), "line": lines[0],
                 "path": rec["path"], "candidates": int(rec["weight"]), "clocks": rec["kinds"],
                 "seconds": round(rec["t1"] - rec["t0"], 4)}
+
+    def waits(self) -> list[dict]:
+        """The clock reads taken for waits: where, and in how many calls."""
+        return [{"func": f, "line": ln, "calls": n} for (f, ln), n in self.waited.items()]
 
     def found(self) -> list[dict]:
         recs = [r for r in [*self.done, *self.recs.values()] if self.timed(r)]
