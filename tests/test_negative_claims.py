@@ -136,6 +136,23 @@ def test_inside_cuda_initialisation_is_said_only_before_cuda_was_up_and_refused_
     assert "CUDA initialisation" not in s.inconclusive[0].reason and _rules(s) == []
 
 
+def test_the_sampler_names_cuda_initialisation_only_inside_lazy_init(tmp_path):
+    """torch/cuda/__init__.py holds CUDA's initialisation (_lazy_init) beside synchronize() and every other torch.cuda
+    call: time below the file is CUDA's initialisation only inside _lazy_init; a synchronize() is a wait for the GPU."""
+    import sys
+
+    from diagnose.runs.worker.sampler import Sampler
+    sub, lib = tmp_path / "submission.py", tmp_path / "torch" / "cuda" / "__init__.py"
+    sampler = Sampler(ch=None, filename=str(sub), main_ident=0)
+    ns = {"sys": sys, "take": lambda frame: sampler._sample(FIRST, frame)}
+    exec(compile("".join(f"def {f}():\n    take(sys._getframe())\n" for f in ("_lazy_init", "synchronize",
+                                                                            "current_device")), str(lib), "exec"), ns)
+    exec(compile("def custom_kernel(f):\n    f()\n", str(sub), "exec"), ns)
+    for f in ("_lazy_init", "synchronize", "current_device"):
+        ns["custom_kernel"](ns[f])
+    assert dict(sampler._agg[FIRST]["mechanisms"]) == {"2|cuda_init": 1, "2|cuda_sync": 1, "2|cuda_call": 1}
+
+
 # -- Helion: the last search cut off by the deadline --------------------------------------------------------------
 
 def _helion(status: str, error: str | None):
