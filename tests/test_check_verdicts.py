@@ -152,6 +152,15 @@ def test_a_bug_of_ours_on_the_submissions_run_is_inconclusive_never_a_pass(tmp_p
 
 
 @pytest.mark.e2e
+@pytest.mark.parametrize("args,env,name", [(["--cpu-cap", "0"], {}, "--cpu-cap"),
+                                           ([], {"DIAGNOSE_CPU_CAP": "abc"}, "DIAGNOSE_CPU_CAP")])
+def test_a_bad_cpu_cap_is_one_error_line_before_anything_runs(tmp_path, args, env, name):
+    res = cli("check", FIXTURES / "healthy.py", *args, "-o", tmp_path / "o", env=env, timeout=120)
+    assert res.returncode == 2 and name in res.stderr and "error:" in res.stderr, res.stdout + res.stderr
+    assert not (tmp_path / "o").exists() and "check:" not in res.stdout
+
+
+@pytest.mark.e2e
 def test_cannot_judge_here_prints_no_empty_table_first(tmp_path):
     needs = stage("test", "needs_gpu", wall=3, budget=180, message="CUDA is not available on this machine")
     res = cli("check", FIXTURES / "healthy.py", "--runner", _script(tmp_path, [needs]), timeout=120)
