@@ -4,7 +4,13 @@ Hand-built stage records stand for the GPU's: a kernel measured at a fifth of it
 the spread of five repeats, and nothing is INCONCLUSIVE for want of a longer measure."""
 from __future__ import annotations
 
+import json
+import re
+import subprocess
+import sys
 import threading
+
+import pytest
 
 from diagnose.analysis import summary
 from diagnose.output.console import Word, check_lines
@@ -14,6 +20,7 @@ from diagnose.runs.runner.stage_facts import predict_stage
 from diagnose.session import Phase, StageResult
 from diagnose.status import Status
 from tests.builders import run, session
+from tests.conftest import FIXTURES, ROOT
 
 GPU = [{"k": "env", "cuda_available": True}]
 
@@ -119,3 +126,35 @@ def test_a_stage_a_sample_places_is_not_measured_again_and_at_risk_needs_its_who
     st = settle(_bench(3.0, 0.5, (12.0, 6.0, 63.0)), measure, stopped)
     judge(st)
     assert asked == [] and st.status == Status.OK and st.message.startswith("inconclusive: ")
+
+
+# the runner as it runs on a GPU (this machine has none: its records stand in), deciding once that the first sample
+# cannot place the benchmark stage
+_MEASURED_AGAIN = """
+import sys
+from diagnose.runs.runner import deeper, stages
+stages._ran_on_gpu = lambda st: True
+asked = iter([True])
+deeper.undecided = lambda st: next(asked, False)
+from diagnose.cli.app import main
+main(sys.argv[1:])
+"""
+
+
+@pytest.mark.e2e
+def test_the_runner_measures_the_stage_again_in_its_own_container_and_keeps_its_first_cold_time(tmp_path):
+    """The real runner's further measure: the benchmark stage's timing loops run again in the same container with
+    up to 50 repeats a case (15 s a case at most), and the stage keeps its first pass's phases and the rest of its
+    time beside them."""
+    out = tmp_path / "o"
+    res = subprocess.run([sys.executable, "-c", _MEASURED_AGAIN, "run", str(FIXTURES / "healthy.py"), "--stages",
+                          "benchmark", "--budget", "600", "--probes", "none", "--out", str(out)], cwd=ROOT,
+                         capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    (bench,) = json.loads((out / "session.json").read_text())["runs"][0]["stages"]
+    assert bench["status"] == "ok" and bench["message"].startswith("timing measured again ("), bench["message"]
+    # more repeats than the first sample's (3 s a case, here), within the further measure's 15 s a case
+    first = int(re.search(r"a (\d+)-repeat sample's", bench["message"]).group(1))
+    repeats = [len(t["per_call_s"]) for t in bench["timing"].values()]
+    assert repeats and min(repeats) > first, (first, repeats)
+    assert bench["predicted_range"][0] <= bench["predicted_s"] <= bench["predicted_range"][1]
