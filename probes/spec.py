@@ -40,6 +40,10 @@ Optional (absent means: nothing of that kind):
 - count(run) -> int                       how many times a run shows its suspect's work (recompiles): with
                                           INFO.takes_away "compile", the compile measure compares it in both runs
 - COUNTS: str                             what count() counts, in words
+- negatives(session, line) -> list[tuple[str, str]]
+                                          what the session's records show against what its own line of the report
+                                          ({name, state, why}) says is not there: (audit rule, what they show); the
+                                          audit refuses the line for each (analysis/audit_negative.py)
 - COMPILE_KWARGS: tuple[str, ...]         the torch.compile keyword arguments its toggles set: the compile measure
                                           compares every compile call's values of them in both runs
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
@@ -102,6 +106,7 @@ HOOKS = (
     Hook("failure", False, ("step",), says="failure(step) -> list[str]"),
     Hook("count", False, ("run",), says="count(run) -> int"),
     Hook("COUNTS", False, None, str, "what count() counts, in words"),
+    Hook("negatives", False, ("session", "line"), says="negatives(session, line: dict) -> list[tuple[str, str]]"),
     Hook("COMPILE_KWARGS", False, None, tuple, "the torch.compile keyword arguments its toggles set"),
 )
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs

@@ -187,7 +187,8 @@ def _broken():
 
     from tests.test_timing_solo import at_risk_beside  # at risk, from a stage that shared its GPU
     out.append(("timing-solo", at_risk_beside()))
-    return out
+    from tests.test_negative_claims import broken  # what a sentence says is not there, shown false by its records
+    return out + broken()
 
 
 def no_probe_session():

@@ -13,10 +13,13 @@ import ast
 import json
 import subprocess
 import sys
+import time
+import types
 from pathlib import Path
 
 import pytest
 
+from probes.search.hook import Hook
 from probes.search.pin import pin
 from probes.search.watch import literal_text
 from tests.conftest import FIXTURES, cli
@@ -25,7 +28,9 @@ STYLES = {"hand_search": ("_BEST", "_BEST.update({"), "caller_dict": ("_CHOICE",
           "class_attr": ("Tuner.best", "Tuner.best.update({"),
           "instance_dict": ("_TUNER.cache", "_TUNER.cache.update({'m64_k256': "),
           "lru_function": ("_best_chunk", "_best_chunk = _pinned_first(_best_chunk, {(64, 256): "),
-          "lru_method": ("Planner.plan", "Planner.plan = _pinned_first(Planner.plan, {((64, 256),): ")}
+          "lru_method": ("Planner.plan", "Planner.plan = _pinned_first(Planner.plan, {((64, 256),): "),
+          # each candidate timed by running it until a time has passed: one line reads the clock again and again
+          "budget_loop": ("_BEST", "_BEST.update({")}
 
 
 @pytest.mark.e2e
@@ -81,7 +86,8 @@ def custom_kernel(data):
 
 @pytest.mark.e2e
 def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
-    """One line reading the clock until a moment passes times no candidates: the hook sends nothing for it."""
+    """One line reading the clock until a moment passes times no candidates: the hook sends no search for it, and
+    names it as the wait it took it for (what "not present" then says)."""
     (tmp_path / "submission.py").write_text(SPIN)
     driver = (f"import sys, json; sys.path.insert(0, {str(tmp_path)!r})\n"
               "from probes.search import hook\n"
@@ -100,7 +106,9 @@ def test_a_clock_read_in_a_spin_loop_is_not_a_search(tmp_path):
               "print(json.dumps(sent))\n")
     out = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=60, check=True,
                          cwd=Path(__file__).resolve().parent.parent)
-    assert json.loads(out.stdout) == []
+    sent = json.loads(out.stdout)
+    assert [e["what"] for e in sent] == ["phase"] and sent[0]["searches"] == [], sent
+    assert sent[0]["waits"] == [{"func": "custom_kernel", "line": 5, "calls": 1}], sent
 
 
 @pytest.mark.e2e
@@ -161,3 +169,75 @@ def test_where_the_deadline_cuts_the_first_search_the_tuning_run_says_where_its_
     probe = next(p for p in s["probes"] if p["name"] == "search")
     assert "ran it on every shape, and there its choice went to `_BEST`" in probe["why"], probe["why"]
     assert probe["state"] == "run", probe
+
+
+LOOPS = '''
+import time
+
+def spin():
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:
+        pass
+
+def sleeps():
+    end = time.perf_counter() + 0.02
+    while time.perf_counter() < end:
+        time.sleep(0.001)
+
+def work(c):
+    return sum(range(c * 50))
+
+def bench(fn, seconds=0.01):
+    t0 = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t0 < seconds:
+        fn()
+        n += 1
+    return (time.perf_counter() - t0) / n
+
+def search(data):
+    spin()
+    return min((bench(lambda: work(c)), c) for c in (1, 2, 3, 4))[1]
+
+def warmup(data):
+    for _ in range(8):
+        spin()
+        sleeps()
+    return data
+'''
+
+
+class _Api:
+    def __init__(self, folder):
+        self.submission_dir, self.sent = folder, []
+
+    def emit(self, **fields):
+        self.sent.append(fields)
+
+
+def _searches(tmp_path, func: str) -> list[dict]:
+    """What the hook sends for one first call of `func` of LOOPS, run from a file of its own folder, its clock
+    wrapped as the hook wraps time's (in this module alone: the process's own clocks stay as they are)."""
+    path = tmp_path / "submission.py"
+    path.write_text(LOOPS)
+    hook = Hook(_Api(str(tmp_path) + "/"))
+    ns = {}
+    exec(compile(LOOPS, str(path), "exec"), ns)
+    ns["time"] = types.SimpleNamespace(perf_counter=hook.clock(time.perf_counter, "time.perf_counter", 0.5),
+                                       sleep=time.sleep)
+    hook.phase("begin", "first_call:a", {"case": "a"})
+    ns[func](1)
+    hook.phase("end", "first_call:a", {"ok": True})
+    assert sys.getprofile() is None          # the watch between reads is gone once the frame is decided
+    return [s for e in hook.api.sent if e["what"] == "phase" for s in e["searches"]]
+
+
+def test_a_loop_that_runs_each_candidate_until_a_time_has_passed_is_a_search_and_a_spin_is_a_wait(tmp_path):
+    """`while perf_counter() - t0 < s: fn()` reads one line's clock again and again, as a wait does, but runs a
+    candidate between the reads: the search that calls it is named, its reads of one candidate counted as one
+    timing, not hundreds. A loop with nothing between its reads (`pass`), or only a sleep, is a wait, and a
+    warmup that calls such waits eight times is no search."""
+    found = _searches(tmp_path, "search")
+    assert [(s["func"], s["path"][0]["func"]) for s in found] == [("<genexpr>", "search")], found
+    assert 4 <= found[0]["candidates"] <= 8, found           # 4 candidates; their loop's reads are one timing each
+    assert _searches(tmp_path, "warmup") == []

@@ -39,15 +39,16 @@ Rules (the ids are stable: they are what a finding is reported under):
                    with no other run on its GPU, the run's own or its solo rerun's (audit_runs.py); reached-submission:
                    nothing rests on a run whose worker never reached the submission (audit_runs.py, started.py)
   cleared-effect, fix-credit, one-suspect, fix-margin: what each toggle changed (audit_effects.py); edit-parts: a
-  count edit that also took away a call is credited as the runs that took the two apart show (audit_parts.py)
-
-Each finding names the claim (claims.py) it is about by the claim's key.
+  count edit that also took away a call is credited as the runs that took the two apart show (audit_parts.py);
+  not-present, cannot-pin, cut-off, mechanism-seen: what a sentence says is not there, or what cut work off, is
+  what the records show (audit_negative.py). Each finding names the claim (claims.py) it is about by its key.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from diagnose.analysis.audit_effects import RULES as EFFECT_RULES, effects
+from diagnose.analysis.audit_negative import RULES as NEGATIVE_RULES, negatives
 from diagnose.analysis.audit_parts import RULES as PART_RULES, parts
 from diagnose.analysis.audit_probes import no_probe_claims, untaken
 from diagnose.analysis.audit_runs import lost_workers, outside, timing_solo, unreached
@@ -62,7 +63,7 @@ RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
          "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
          "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "reached-submission", "lost-worker",
-         "no-probe-claims", "untaken", "timing-solo") + EFFECT_RULES + PART_RULES
+         "no-probe-claims", "untaken", "timing-solo") + EFFECT_RULES + PART_RULES + NEGATIVE_RULES
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
 
@@ -175,11 +176,9 @@ def _fix(s: Session) -> list[Finding]:
 
 
 def _cpu(s: Session) -> list[Finding]:
-    if not s.harness.get("cpu_only"):
-        return []
     return [Finding("cpu-not-judged", f"{st.name} time" if r is s.baseline else f"{r.id} {st.name} at risk",
                     "a CPU prediction was judged against a budget")
-            for r in s.runs for st in r.stages if st.status == Status.AT_RISK]
+            for r in s.runs for st in r.stages if st.status == Status.AT_RISK and s.harness.get("cpu_only")]
 
 
 def _predictions(s: Session) -> list[Finding]:
@@ -288,7 +287,7 @@ def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
             _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) +
             [Finding(*f) for f in outside(s) + unreached(s, claims) + lost_workers(s, claims) + effects(s)
-             + no_probe_claims(s, claims) + untaken(s) + parts(s) + timing_solo(s, claims)])
+             + no_probe_claims(s, claims) + untaken(s) + parts(s) + timing_solo(s, claims) + negatives(s, claims)])
 
 
 def audit_claims(s: Session) -> tuple[list[tuple[Claim, list[Finding]]], list[Finding]]:

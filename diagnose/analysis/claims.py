@@ -6,7 +6,8 @@ how a finding names it, so `diagnose report --audit` can say which sentence of t
 
 Kinds: verdict, figure (a stage's time against its budget), cause, cleared ("not the cause"),
 inconclusive, fix, cost (the steady state of one working fix), measure (a figure a probe derives from its
-runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures; or that deriving them failed).
+runs, e.g. the warmup's seconds per iteration: probes/*.py INFO.figures; or that deriving them failed), probe
+(a probe's line: where its plan stands and why, "not present" included).
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from dataclasses import dataclass
 
 from diagnose.analysis import summary
 from diagnose.analysis.fix_choice import FIX_TIE_REL
-from diagnose.session import Session
+from diagnose.session import Role, Session
 from diagnose.status import NOT_LOOKED, Status
 
 KINDS = {"hot_spot": "hot spot", "bug": "a bug in the code itself", "too_slow": "work too slow wherever it runs",
@@ -96,6 +97,18 @@ def _measures(s: Session) -> list[Claim]:
     return out
 
 
+# what a sentence says is not there, or says cut work off, re-derived from the records (audit_negative.py)
+NEGATIVE = ("cut-off", "mechanism-seen")
+
+
+def _probes(s: Session) -> list[Claim]:
+    """Each probe's line: its plan's state and why, from the baseline's (and a tuning run's) records."""
+    runs = tuple(r.id for r in [s.baseline, next((x for x in s.runs if x.role == Role.TUNING), None)] if r)
+    return [Claim(f"probe {p['name']}", "probe", p["name"], p.get("why") or "", runs,
+                  ("claim-runs", "not-present", "cannot-pin") + NEGATIVE, str(p.get("state") or ""))
+            for p in s.probes]
+
+
 def failures(claims: list[Claim]) -> list[Claim]:
     """The claims that say a part of diagnose failed (a probe's figures)."""
     return [c for c in claims if c.kind == "measure" and c.key.endswith(FIGURES_FAILED)]
@@ -111,14 +124,14 @@ def derive(s: Session) -> list[Claim]:
     for m in summary.margins(base) if base else []:
         out.append(Claim(f"{m['stage']} time", "figure", m["stage"], _figure(m, bool(s.harness.get("cpu_only"))),
                          (base.id,), ("figure-budget",)))
-    out += _measures(s)
+    out += _measures(s) + _probes(s)
     for c in s.causes:
         conf = f"confidence {c.confidence}; " + ("changes the outcome" if c.changes_outcome else "time only") + \
             ("" if c.confirmed else ", unconfirmed")
         out.append(Claim(cause_key(c), "cause", cause_name(c), c.narrative, tuple(c.evidence),
                          ("claim-runs", "high-confirmed", "cause-fixes", "cause-interaction", "cause-all-failed",
                           "cause-unchanged", "figure-equal", "reached-submission", "lost-worker", "no-probe-claims",
-                          "timing-solo"), conf))
+                          "timing-solo") + NEGATIVE, conf))
     for c in s.cleared:
         out.append(Claim(cleared_key(c.probe), "cleared", c.probe, c.narrative, tuple(c.evidence),
                          ("claim-runs", "cleared-acted", "cleared-blamed", "cleared-site", "cleared-same",
@@ -126,7 +139,8 @@ def derive(s: Session) -> list[Claim]:
                          "" if c.confirmed else "unconfirmed"))
     for i in s.inconclusive:
         out.append(Claim(NOT_LOOKED_KEY if i.probe == NOT_LOOKED else f"{i.probe} is inconclusive", "inconclusive",
-                         i.probe, i.reason, tuple(i.evidence), ("claim-runs", "no-probe-claims", "timing-solo")))
+                         i.probe, i.reason, tuple(i.evidence), ("claim-runs", "no-probe-claims", "timing-solo")
+                         + NEGATIVE))
     if s.fix:
         out.append(Claim("fix", "fix", s.fix.toggle or "", _fix_text(s), (s.fix.run,),
                          ("claim-runs", "fix-passes", "fix-cause", "figure-equal", "outside-state",

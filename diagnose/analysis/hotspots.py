@@ -21,6 +21,8 @@ GENERIC_WORDS = {
     "inductor_compile": "Inductor compiling",
     "dynamo": "torch.compile tracing (Dynamo)",
     "cuda_init": "CUDA initialisation",
+    "cuda_sync": "a wait for the GPU's work to finish (torch.cuda.synchronize)",
+    "cuda_call": "torch.cuda's own code, with CUDA already initialised",
     "subprocess_wait": "waiting for a subprocess",
     "lock_wait": "waiting on a lock or another thread",
 }
@@ -47,12 +49,34 @@ def mechanism_hint(mechanism: str | None) -> str:
     return getattr(owner, "MECHANISM_HINTS", {}).get(mechanism or "", "") if owner is not None else ""
 
 
-def mechanism(st: StageResult, phase: str, line: int) -> tuple[str, float] | None:
+def cuda_up(session: Session, st: StageResult, phase: str) -> bool:
+    """Was CUDA initialised in the process before this phase? The built-in model's worker initialises it in its
+    device_init phase, and the submission runs in that same process (a problem's own evaluator may start another),
+    so later time there is never CUDA's initialisation, whatever an older sampler called it."""
+    if session.task.get("evaluator"):
+        return False
+    up = next((p for p in st.phases if p.name == "device_init" and not p.open), None)
+    at = next((p for p in st.phases if p.name == phase), None)
+    return up is not None and at is not None and up.end_s <= at.start_s
+
+
+def _mechanisms(st: StageResult, phase: str, line: int, up: bool) -> dict[str, int]:
+    """A line's samples by the library mechanism they were inside (`up`: CUDA was initialised before the phase, so
+    what a sampler that named a whole file's time CUDA's initialisation saw there was torch.cuda's other code)."""
+    out: dict[str, int] = {}
+    for k, n in ((st.samples.get(phase) or {}).get("mechanisms") or {}).items():
+        at, _, name = k.partition("|")
+        if at == str(line):
+            name = "cuda_call" if up and name == "cuda_init" else name
+            out[name] = out.get(name, 0) + n
+    return out
+
+
+def mechanism(st: StageResult, phase: str, line: int, up: bool = False) -> tuple[str, float] | None:
     """The library mechanism most of a line's samples were inside, and that share of them."""
     kinds = st.samples.get(phase) or {}
     n_line = (kinds.get("lines") or {}).get(str(line), 0)
-    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items()
-            if k.split("|", 1)[0] == str(line)}
+    mech = _mechanisms(st, phase, line, up)
     if not n_line or not mech:
         return None
     name, n = max(mech.items(), key=lambda kv: kv[1])
@@ -73,7 +97,7 @@ def where(session: Session, st: StageResult, phase: str) -> list[dict]:
     rows = []
     for line, n in sorted(lines.items(), key=lambda kv: -kv[1])[:TOP]:
         loop = min((lp for lp in loops if lp[0] <= line <= lp[1]), key=lambda lp: lp[1] - lp[0], default=None)
-        mech = mechanism(st, phase, line)
+        mech = mechanism(st, phase, line, cuda_up(session, st, phase))
         rows.append({"line": line, "code": source_line(session, line), "seconds": round(n / total * duration, 3),
                      "share": round(n / total, 3), "loop": loop[0] if loop else None,
                      "iterations": iters.get(loop[0]) if loop else None,
@@ -96,7 +120,7 @@ def phases_to_explain(run: Run) -> list[tuple[StageResult, str]]:
     return out
 
 
-def _line_in(st: StageResult, phase: str, line: int) -> tuple[float, dict]:
+def _line_in(session: Session, st: StageResult, phase: str, line: int) -> tuple[float, dict]:
     """A line's seconds in one phase (its share of the samples times the phase's duration), and the library
     mechanisms its samples were inside (mechanism -> samples)."""
     kinds = st.samples.get(phase) or {}
@@ -105,12 +129,10 @@ def _line_in(st: StageResult, phase: str, line: int) -> tuple[float, dict]:
     ph = next((p for p in st.phases if p.name == phase), None)
     if not total or ph is None:
         return 0.0, {}
-    mech = {k.split("|", 1)[1]: n for k, n in (kinds.get("mechanisms") or {}).items()
-            if k.split("|", 1)[0] == str(line)}
-    return lines.get(str(line), 0) / total * ph.seconds, mech
+    return lines.get(str(line), 0) / total * ph.seconds, _mechanisms(st, phase, line, cuda_up(session, st, phase))
 
 
-def _over_first_calls(st: StageResult, top: dict) -> dict | None:
+def _over_first_calls(session: Session, st: StageResult, top: dict) -> dict | None:
     """Work that runs at every new shape (a search, a tuning) is paid in each first call: the failing one is
     only the slice the deadline cut off. The line's seconds summed over every first call of the stage."""
     phases = [p.name for p in st.phases if p.name.startswith("first_call:") and st.samples.get(p.name)]
@@ -118,11 +140,11 @@ def _over_first_calls(st: StageResult, top: dict) -> dict | None:
         return None
     seconds, mech = 0.0, {}
     for name in phases:
-        sec, m = _line_in(st, name, top["line"])
+        sec, m = _line_in(session, st, name, top["line"])
         seconds += sec
         for k, n in m.items():
             mech[k] = mech.get(k, 0) + n
-    spent = [name for name in phases if _line_in(st, name, top["line"])[0] > 0]
+    spent = [name for name in phases if _line_in(session, st, name, top["line"])[0] > 0]
     if len(spent) < 2:
         return None
     main = max(mech.items(), key=lambda kv: kv[1]) if mech else None
@@ -143,7 +165,7 @@ def hot_spot(session: Session, base: Run) -> dict | None:
     phase = next((p for p in st.phases if p.name == st.phase), None)
     out = {**top, "stage": st.name, "phase": st.phase, "phase_s": round(phase.seconds, 2) if phase else None,
            "budget_s": st.budget_s}
-    over = _over_first_calls(st, top) if st.phase.startswith("first_call:") else None
+    over = _over_first_calls(session, st, top) if st.phase.startswith("first_call:") else None
     if over:
         out["over_first_calls"] = over
         if not out["mechanism"] and over["mechanism"]:     # what the line did across the calls names it

@@ -21,7 +21,7 @@ import typer.core
 from rich.markup import escape
 
 import diagnose
-from diagnose.cli.exits import BAD_INPUT, CANNOT_JUDGE, INTERNAL, REFUSED, help_text, stopped_code
+from diagnose.cli.exits import BAD_INPUT, CANNOT_JUDGE, INTERNAL, help_text, stopped_code
 from diagnose.cli.options import (
     BUDGET,
     COMPILE_BUDGET,
@@ -39,7 +39,7 @@ from diagnose.cli.options import (
     Shared,
     _Command,
 )
-from diagnose.cli.wiring import diagnose_prepared, engine_pass, err, out, say_failed
+from diagnose.cli.wiring import check_settings, diagnose_prepared, engine_pass, err, out, refused, say_failed
 from diagnose.errors import BadInput, CannotStart, Refused
 
 try:   # typer >= 0.20 carries its own copy of click
@@ -135,6 +135,8 @@ def check(
     out_dir: Optional[Path] = typer.Option(None, "--out", "-o", metavar="DIR",
                                            help="Also write session.json and report.md here."),
     small: Optional[bool] = SMALL,
+    cpu_cap: Optional[float] = typer.Option(None, "--cpu-cap", metavar="S", help="Without a GPU (no time is judged "
+                                            "there): how long each stage may run to its checks (default 300 s)."),
     quiet: bool = QUIET,
     verbose: bool = VERBOSE,
     runner: Optional[str] = RUNNER,
@@ -146,11 +148,12 @@ def check(
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.output.console import check_header, check_lines
     from probes import static_risks
+    check_settings(None, cpu_cap)       # its value checked before anything starts
     prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))
     outdir = OutDir(out_dir, "--out") if out_dir else None
     if not quiet:
         out.print(check_header(prep.session.submission["path"], prep.board, prep.folder, prep.settings.budgets))
-    eng, save, code = engine_pass(prep, prep.settings.but(confirm=False), outdir, quiet, verbose, runner)
+    eng, save, code = engine_pass(prep, check_settings(prep, cpu_cap), outdir, quiet, verbose, runner)
     failed = save(prep.session)
     signum = code - 128 if code else None
     lines, word = check_lines(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
@@ -256,18 +259,12 @@ def _error(msg: str, code: int = BAD_INPUT) -> int:
     return code
 
 
-def _cannot_judge(msg: str) -> int:
-    err.print(escape(msg))
+def _cannot_start(e: CannotStart) -> int:
+    """No run can start here (engine/preflight.py): one line, no report; ours unless a package is missing."""
+    if e.missing is None:
+        return _error(f"internal error (a fault of diagnose, not the submission's): {e}", INTERNAL)
+    err.print(escape(f"CANNOT JUDGE HERE: {e}"))
     return CANNOT_JUDGE
-
-
-def _refused(e: Refused) -> int:
-    """KernelBot's refusal, as the harness words it, then where in the file and what passes instead."""
-    for msg in dict.fromkeys(r.message for r in e.reasons):
-        out.print(f"[bold red]REFUSED[/] by KernelBot before any run: {escape(msg)}")
-        for r in (x for x in e.reasons if x.message == msg):
-            out.print(f"  {escape(e.path)}: {escape(r.describe())}")
-    return REFUSED
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -284,10 +281,9 @@ def main(argv: list[str] | None = None) -> None:
     except BadInput as e:
         sys.exit(_error(str(e)))
     except Refused as e:
-        sys.exit(_refused(e))
-    except CannotStart as e:     # no run can start here: one line, no report (engine/preflight.py)
-        sys.exit(_error(f"internal error (a fault of diagnose, not the submission's): {e}", INTERNAL)
-                 if e.missing is None else _cannot_judge(f"CANNOT JUDGE HERE: {e}"))
+        sys.exit(refused(e))
+    except CannotStart as e:
+        sys.exit(_cannot_start(e))
     except (_ABORT, KeyboardInterrupt):
         sys.exit(stopped_code(signal.SIGINT))
     except _cx.ClickException as e:

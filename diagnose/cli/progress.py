@@ -31,10 +31,10 @@ def _dur(s: float) -> str:
 WAIT_SHOWN_S = 0.05     # below this, wall and charged time print the same
 
 
-def clock(st, of_budget: bool = True) -> str:
+def clock(st, of_budget: bool = True, cap: float | None = None) -> str:
     """A step's time on the clock its status was judged by: charged time (wall less the time it was kept waiting
     for the GPU or paused for another run's timing), with the wall time beside it when they differ. A time past
-    the budget next to a pass says why it is there."""
+    the budget next to a pass says why it is there (`cap`: a CPU check's, which stops a stage instead)."""
     waited = st.wall_s - st.charged_s
     text = (f"in {st.charged_s:.1f} s charged ({st.wall_s:.1f} s wall, {waited:.1f} s waiting for the GPU)"
             if waited >= WAIT_SHOWN_S else f"in {st.wall_s:.1f} s")
@@ -42,7 +42,9 @@ def clock(st, of_budget: bool = True) -> str:
         text += f" of {st.budget_s:g} s" if of_budget else ""
         past = st.charged_s - st.budget_s
         if str(st.status) == "ok" and past >= WAIT_SHOWN_S:
-            text += f" (past its budget by {past:.1f} s on this clock, yet its deadline did not stop it)"
+            text += (f" (past its budget by {past:.1f} s: no GPU here, so it ran to its checks, up to {cap:g} s, and "
+                     f"its time is not judged)" if cap else
+                     f" (past its budget by {past:.1f} s on this clock, yet its deadline did not stop it)")
     return text
 
 
@@ -66,6 +68,7 @@ class Progress:
         self.stopping = False                        # a run was stopped: no estimate of what is left
         self._shown: dict[str, int] = {}             # run id -> how many of its stages were shown
         self.early = ""                              # the verdict, once decided before the end
+        self.cap: float | None = None                # a CPU check's stage cap (it stops a stage, not the budget)
 
     def on_event(self, run, stage: str, ev: dict) -> None:
         if str(run.role) == "reference":    # the preflight's (engine/preflight.py): never a row, never reported done
@@ -192,7 +195,7 @@ class PlainProgress(Progress):
         msg = f": {clip(st.message, 160)}" if st.message and str(st.status) != "ok" else ""
         c = st.compile_step
         step = f" (after its compile step: {c.status} {clock(c, of_budget=False)})" if c is not None else ""
-        when = (clock(st) if not st.lost_worker else
+        when = (clock(st, cap=self.cap) if not st.lost_worker else
                 f"when its pool worker died, {st.wall_s:.1f} s in (the harness waits out all{budget})")
         self._line(f"{run.id} {_label(run)} · {st.name} {st.status} {when}{msg}{step}")
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.markup import escape
 
-from diagnose.errors import BadInput, CannotStart
+from diagnose.cli.exits import REFUSED
+from diagnose.errors import BadInput, CannotStart, Refused
 
 # Piped (a CI log), a table is not squeezed into 80 columns, where its notes would wrap mid-sentence.
 PIPED_WIDTH = 160
@@ -53,12 +54,15 @@ def progress_for(prep, verbosity: int):
     budgets = prep.settings.budgets
     planned = lambda: sum(1 for r in list(prep.session.runs) if str(r.role) != "reference")   # noqa: E731
     if verbosity < 0:
-        return Progress(budgets, planned), contextlib.nullcontext()
-    if _plain() or verbosity > 0:
-        return PlainProgress(budgets, planned, sys.stderr, verbose=verbosity > 0), contextlib.nullcontext()
-    from rich.live import Live
-    p = LiveProgress(budgets, planned)
-    return p, Live(p, console=err, refresh_per_second=4, transient=False)
+        p, shown = Progress(budgets, planned), contextlib.nullcontext()
+    elif _plain() or verbosity > 0:
+        p, shown = PlainProgress(budgets, planned, sys.stderr, verbose=verbosity > 0), contextlib.nullcontext()
+    else:
+        from rich.live import Live
+        p = LiveProgress(budgets, planned)
+        shown = Live(p, console=err, refresh_per_second=4, transient=False)
+    p.cap = prep.session.harness.get("cpu_cap_s")
+    return p, shown
 
 
 def _runner(spec: str | None, settings, progress):
@@ -127,6 +131,28 @@ def walled_off(runner, session) -> None:
 
 def verbosity(quiet: bool, verbose: bool) -> int:
     return -1 if quiet else (1 if verbose else 0)
+
+
+def check_settings(prep, cpu_cap: float | None):
+    """check's settings: no confirmation reruns; and without a GPU, where no time decides anything, each judged stage
+    runs to its checks up to a cap (--cpu-cap, default harness.CPU_CHECK_CAP_S) instead of its budget, which the
+    session records for the output to say. Its default is $DIAGNOSE_CPU_CAP where set (a triage's checks inherit
+    it). With no prep, only the value is checked."""
+    from diagnose.cli.options import positive
+    from diagnose.runs.harness import CPU_CHECK_CAP_S
+    raw = os.environ.get("DIAGNOSE_CPU_CAP", "").strip()
+    if cpu_cap is None and raw:
+        try:
+            cpu_cap = float(raw)
+        except ValueError:
+            raise BadInput(f"DIAGNOSE_CPU_CAP={raw!r}: not a number of seconds") from None
+    positive("--cpu-cap" if raw == "" else "--cpu-cap (or DIAGNOSE_CPU_CAP)", cpu_cap)
+    if prep is None:
+        return None
+    cap = None if prep.settings.gpu else cpu_cap or CPU_CHECK_CAP_S
+    if cap:
+        prep.session.harness["cpu_cap_s"] = cap
+    return prep.settings.but(confirm=False, cpu_cap_s=cap)
 
 
 def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=None):
@@ -212,3 +238,12 @@ def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None
         out.print(line)
     say_failed(session, failed)
     return eng, code
+
+
+def refused(e: Refused) -> int:
+    """KernelBot's refusal, as the harness words it, then where in the file and what passes instead."""
+    for msg in dict.fromkeys(r.message for r in e.reasons):
+        out.print(f"[bold red]REFUSED[/] by KernelBot before any run: {escape(msg)}")
+        for r in (x for x in e.reasons if x.message == msg):
+            out.print(f"  {escape(e.path)}: {escape(r.describe())}")
+    return REFUSED

@@ -138,3 +138,43 @@ def line_seconds(run: Run | None, line: int) -> list[tuple[str, float, bool]]:
             if n and (phase.startswith("first_call:") or phase == "submission_import"):
                 out.append((phase, n * (st.sample_interval_s or 0.01), ended.get(phase, False)))
     return out
+
+
+def deadline_cut(st: StageResult | None) -> bool:
+    """Did the step's own deadline stop it (not a crash, a dead pool worker, a stop or a memory limit)?"""
+    return st is not None and st.status == Status.TIMEOUT and st.killed == "deadline"
+
+
+def cut_by(st: StageResult | None) -> str:
+    """What ended a step while work in it was still open, in words: "the deadline" only where its deadline stopped
+    it (deadline_cut, which the audit re-derives from the same record)."""
+    if st is None:
+        return "the run's end"
+    if deadline_cut(st):
+        return "the deadline"
+    if st.lost_worker:
+        return "its pool worker's death"
+    if st.status == Status.INTERRUPTED or st.killed == "interrupted":
+        return "the stop"
+    if st.killed == "max_rss":
+        return "the memory limit"
+    return "the crash" if st.status == Status.CRASH else f"the stage's end ({st.status})"
+
+
+def last_stage(run: Run | None) -> StageResult | None:
+    """The stage that ended the run, else the last that ran: where work still open at the run's end was."""
+    ran = _stages(run)
+    return (run.failed_stage if run is not None else None) or (ran[-1] if ran else None)
+
+
+def unfinished(run: Run | None, recs: list[dict]) -> str:
+    """", the last ..." for records of searches ({done, error, stage?}, in the order they ran) where one did not
+    finish: the error it ended in, else what cut it off (cut_by its stage); "" where every one finished."""
+    left = [r for r in recs if not r.get("done")]
+    if not left:
+        return ""
+    last = left[-1]
+    if last.get("error"):
+        return f", the last ended in {str(last['error']).split(':')[0]}"
+    st = run.stage(last["stage"]) if run is not None and last.get("stage") else last_stage(run)
+    return f", the last cut off by {cut_by(st)}"

@@ -58,12 +58,13 @@ def probes_table(rows: list[dict]) -> Table:
 
 def _stage_table(session: Session, gpu: bool):
     """check's table, a row per step (each stage's compile step too), and what the margins say: the stages over
-    budget (on a GPU, or on this CPU), those within it only without spread and allowance, per stage whether its
-    margin is wide, and the passes whose judgment waits for a measure alone on their GPU (evidence.alone)."""
+    budget on a GPU (a CPU's times are shown, not judged), those within it only without spread and allowance, per
+    stage whether its margin is wide, and the passes whose judgment waits for a measure alone on their GPU
+    (evidence.alone)."""
     t = Table(title=f"diagnose check: {escape(session.submission.get('name', ''))}", show_lines=False)
     for col in ("stage", "status", "seconds", "budget", "share", "note"):
         t.add_column(col)
-    over, cpu_over, tight, wide, waiting = [], [], [], [], []
+    over, tight, wide, waiting = [], [], [], []
     base = session.baseline
     shown = [s for s in base.stages if s.status not in (Status.SKIPPED, Status.NEEDS_GPU, Status.INTERRUPTED)] \
         if base else []
@@ -75,12 +76,12 @@ def _stage_table(session: Session, gpu: bool):
         judged = got[1] if got else st
         seconds = judged.seconds if got else m["seconds"]
         need = summary.margin_need(judged, seconds)
-        # a margin is a pass's: a stage that failed has none to be thin
-        risky = seconds > m["budget_s"] or (gpu and passed and seconds <= m["budget_s"] < need)
-        if gpu and passed and got is None and risky:
+        # a margin is a pass's: a stage that failed has none to be thin; a CPU's time is shown, never judged
+        risky = gpu and (seconds > m["budget_s"] or (passed and seconds <= m["budget_s"] < need))
+        if passed and got is None and risky:
             waiting.append(evidence.waits(st, "whether its time fits its budget"))
-        elif seconds > m["budget_s"]:
-            (over if gpu else cpu_over).append(m["stage"])
+        elif risky and seconds > m["budget_s"]:
+            over.append(m["stage"])
         elif risky:
             tight.append(f"{m['stage']} would need {need:.1f} s of its {m['budget_s']:.0f}")
         wide.append(summary.wide(need, m["budget_s"]))
@@ -92,7 +93,7 @@ def _stage_table(session: Session, gpu: bool):
                       escape(clip("the harness ignores it: " + c.message if c.message else
                                   "the harness ignores how it ends", 80)))
         t.add_row(m["stage"], str(st.status), sec, f"{m['budget_s']:.0f}", share, escape(clip(st.message, 80)))
-    return t, over, cpu_over, tight, wide, waiting
+    return t, over, tight, wide, waiting
 
 
 class Word(str, enum.Enum):
@@ -162,8 +163,16 @@ def _inconclusive(session: Session, errors: list[str]) -> str | None:
 def _judged(session: Session, risky: bool, over: list, tight: list, gpu: bool, waiting=()) -> tuple[Word, str]:
     """The word for a run that ended on its own result, and the reason beside it."""
     status = session.verdict.status
+    base = session.baseline
+    ended = base.failed_stage if base is not None else None
+    if status == Status.TIMEOUT and not gpu and not (ended is not None and ended.lost_worker):
+        # no time decides anything on a CPU: a stage its cap stopped never reached the end of its checks
+        cap = session.harness.get("cpu_cap_s")
+        return Word.INCONCLUSIVE, (f"({status}): {ended.name if ended else 'a stage'} did not finish "
+                                   + (f"within this CPU's {cap:g} s cap" if cap else "on this CPU") +
+                                   "; on a CPU time decides nothing: check it where the problem's GPU is")
     if status in FAILURES:
-        return Word.FAILS, f"({status}{' on this CPU' if status == Status.TIMEOUT and not gpu else ''})"
+        return Word.FAILS, f"({status})"
     if waiting and status == Status.OK and not over and not risky and not tight:
         return Word.INCONCLUSIVE, f"({status}): {'; '.join(waiting)}"
     if status == Status.OK and not over and not risky and not tight:
@@ -184,7 +193,7 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
     when a stage time measured or predicted on a GPU exceeds its budget or is too close to it, or when the
     scan found an error-level risk. Without a GPU, timings are shown but not judged: a pass there is PASSED
     ON CPU, never SAFE."""
-    t, over, cpu_over, tight, wide, waiting = _stage_table(session, gpu)
+    t, over, tight, wide, waiting = _stage_table(session, gpu)
     lines: list = [t] if t.row_count else []      # no runs (it cannot be judged here): no empty table
     for r in risks:
         color = "red" if r["severity"] == "error" else "yellow"
@@ -200,7 +209,8 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
                                                                   if stage_progress(session)[1] else "")
     else:
         word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu, waiting)
-        lines += _notes(word, over, cpu_over, tight, wide, gpu) + _top_statement(session, word)
+        lines += _notes(word, over, tight, wide, gpu, session.harness.get("cpu_cap_s")) + \
+            _top_statement(session, word)
     color = {Word.SAFE: "green", Word.PASSED_ON_CPU: "green", Word.AT_RISK: "red", Word.FAILS: "red"}
     lines.append(f"[bold {color.get(word, 'yellow')}]{word}[/] {escape(label)}")
     return (lines[-1:] if quiet else lines), word
@@ -216,15 +226,14 @@ def _top_statement(session: Session, word: Word) -> list[str]:
     return [escape(top.text if top.text.endswith(".") else top.text + ".")] if top else []
 
 
-def _notes(word: Word, over: list, cpu_over: list, tight: list, wide: list, gpu: bool) -> list[str]:
+def _notes(word: Word, over: list, tight: list, wide: list, gpu: bool, cap: float | None) -> list[str]:
     """What the margins say, for a run judged on its own result (never for one cut short)."""
     out = []
     if over:
         out.append(f"note: {', '.join(over)} measured or predicted over budget")
-    if cpu_over:
-        out.append(f"note: {', '.join(cpu_over)} over budget on this CPU; not judged")
     if not gpu:
-        out.append("note: no GPU here; CPU timings say nothing about a GPU budget")
+        out.append("note: no GPU here; " + (f"each stage ran to its checks, up to {cap:g} s instead of its budget; "
+                                            if cap else "") + "CPU timings say nothing about a GPU budget")
     if tight:
         out.append(f"note: with its measured spread and {summary.RUNNER_ALLOWANCE:.0%} for a slower or busier "
                    f"runner, {', '.join(tight)} s")

@@ -215,8 +215,9 @@ def _evidence(s: Session, cl: list[Claim]) -> list[str]:
                    f"{wait:.1f} s | {beside} |")
     out += ["", "† the phase was still open when the process died or was stopped. Lock wait is time spent queued "
                 "for the GPU; it is not charged to the budget.", ""]
-    if s.probes:
-        out += ["Probes:", ""] + [f"- `{p['name']}`: {p['state']}: {p['why']}" for p in s.probes] + [""]
+    said = claims.by_kind(cl, "probe")
+    if said:
+        out += ["Probes:", ""] + [f"- `{c.title}`: {c.detail}: {c.text}" for c in said] + [""]
     for c in claims.by_kind(cl, "measure"):
         out += [f"{c.text}.", ""]
     return out

@@ -22,6 +22,9 @@ DEFAULT_BUDGET_S = 180.0          # test, benchmark, leaderboard
 # runner than this machine (none is measured here), must stay within its budget; under half of it is a wide margin
 RUNNER_ALLOWANCE = 0.2
 WIDE_MARGIN = 0.5
+# check without a GPU: no time decides anything there (a CPU runs a GPU kernel many times slower), so each stage
+# runs to its checks, up to this cap (or its budget, where that is longer) instead of the GPU's budget
+CPU_CHECK_CAP_S = 300.0
 
 # The built-in model's evaluator (eval_better_bench.py) imports torch and the reference itself, then runs each case
 # in its spawned multiprocessing.Pool worker: the submission's import, the input, the call and the check. The pool

@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from diagnose.runs.harness import JUDGED
 from diagnose.runs.protocol import Depth
 from diagnose.tasks.loader import Task
 
@@ -19,6 +20,8 @@ class Settings:
     task: Task
     stages: tuple[str, ...]                # the judged stages, in the harness's order
     budgets: dict = field(default_factory=dict)   # step ("compile", a stage) -> seconds
+    # check without a GPU: a judged stage runs up to this (or its budget, if longer), never stopped at the budget
+    cpu_cap_s: float | None = None
     # -- how a stage runs (the runner, and the worker through spec_for) --
     depth: Depth = Depth.PREDICT           # predict the timing loops from a sample, or run every repeat
     sample_repeats: int = 10
@@ -70,6 +73,11 @@ class Settings:
     def cases(self) -> list[dict]:
         """The task's test then benchmark cases (a warm-up's shapes)."""
         return list(self.task.tests) + list(self.task.benchmarks)
+
+    def deadline(self, step: str, default: float) -> float:
+        """When a step is stopped: its budget, or on a CPU check a judged stage's cap (time decides nothing there)."""
+        budget = self.budgets.get(step, default)
+        return max(budget, self.cpu_cap_s) if self.cpu_cap_s and step in JUDGED else budget
 
     def index(self, stage: str) -> int:
         return self.stages.index(stage)

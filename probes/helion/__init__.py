@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from functools import partial
 
+from diagnose.facts.observed import unfinished
 from diagnose.findings import rule_in
 from diagnose.source.edits import apply_edits, kw_edit
 from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
@@ -158,7 +159,7 @@ def plan(ctx: PlanContext) -> Plan:
     if not recs and DISALLOWED not in failure:
         return Plan(ABSENT, "the baseline ran no Helion search (every kernel had its config)")
     why = (f"{len(recs)} Helion search(es) in the baseline, {sum(float(r['seconds'] or 0) for r in recs):.1f} s"
-           + ("" if all(r["done"] for r in recs) else ", the last cut off by the deadline")) if recs else \
+           + unfinished(ctx.baseline, recs)) if recs else \
         "the baseline failed at a Helion kernel's first search"
     if DISALLOWED in failure:
         why += ("; the harness forbids searching: " + (f"{rule['file']} L{rule['line']} sets {rule['name']}="
@@ -196,8 +197,7 @@ def mechanism(session, base) -> str | None:
     out, recs = [], searches(base)
     if recs:    # the whole cost: a search at every new shape, summed, not the slice the deadline cut off
         out.append(f"The baseline searched {len(recs)} time(s) ({len({r['shape'] for r in recs})} shape(s)), "
-                   f"{sum(float(r['seconds'] or 0) for r in recs):.1f} s together"
-                   + ("" if all(r["done"] for r in recs) else ", the last cut off by the deadline") + ".")
+                   f"{sum(float(r['seconds'] or 0) for r in recs):.1f} s together" + unfinished(base, recs) + ".")
     if rule:
         out.append(f"This is the harness's own rule, not a bug in the code: {rule['file']} line {rule['line']} sets "
                    f"{rule['name']}={rule['value']}, so a Helion kernel without a config may not search on the "

@@ -75,7 +75,7 @@ def plan(ctx: PlanContext) -> Plan:
     recs = searches(ctx.baseline)
     if not recs:
         return Plan(ABSENT, "the baseline ran no Helion search over a configs=[...] list")
-    why = story(recs)
+    why = story(recs, ctx.baseline)
     evidence = {"searches": [{k: r.get(k) for k in ("kernel", "key", "configs", "seconds", "done")}
                              for r in recs[:20]],
                 "lines": sorted({r["line"] for r in recs if isinstance(r.get("line"), int)})}
@@ -100,7 +100,7 @@ def mechanism(session, base) -> str | None:
         return None
     tuning = next((r for r in session.runs if str(r.role) == "tuning"), None)
     tuned = searches(tuning)
-    text = story(recs) + "."
+    text = story(recs, base) + "."
     if tuned:
         text += (f" The tuning run {tuning.id} (not timed) searched {len(tuned)} shape(s) in "
                  f"{sum(float(r['seconds'] or 0) for r in tuned):.1f} s; pinned, each shape compiles one config.")

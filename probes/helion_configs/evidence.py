@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 
+from diagnose.facts.observed import unfinished
 from diagnose.session import Run
 
 NAME = "helion_configs"
@@ -58,9 +59,9 @@ def took(base: Run, run: Run) -> tuple[bool, str] | None:
     return True, f"{run.id} searched no configs list (the baseline: {len(searches(base))} search(es))"
 
 
-def story(recs: list[dict]) -> str:
+def story(recs: list[dict], run: Run | None) -> str:
     kernels = sorted({r["kernel"] for r in recs})
-    cut = "" if all(r["done"] for r in recs) else ", the last cut off by the deadline"
+    cut = unfinished(run, recs)
     return (f"Helion compiled and benchmarked every config of {', '.join(kernels)}'s configs=[...] list "
             f"({max(int(r['configs'] or 0) for r in recs)} configs) at each new shape: {len(recs)} search(es), "
             f"{sum(float(r['seconds'] or 0) for r in recs):.1f} s{cut}")

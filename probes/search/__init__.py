@@ -19,13 +19,15 @@ from __future__ import annotations
 
 from functools import partial
 
+from diagnose.facts.observed import cut_by
 from diagnose.source.refusals import LIMIT_BYTES  # KernelBot refuses a file over it
 from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, ProbeInfo, Toggle
+from probes.search.absent import absent_why, negatives
 from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
 from probes.search.find import find  # noqa: F401 - its scan finder (spec.py: find)
 from probes.search.pin import pin, pin_returns
 
-__all__ = ["INFO", "TRIAGE", "WORDS", "mechanism", "plan", "took"]
+__all__ = ["INFO", "TRIAGE", "WORDS", "mechanism", "negatives", "plan", "took"]
 
 INFO = ProbeInfo("search", "a search the code runs at each new shape, timing candidates and keeping the best",
                  "the run: the submission's code, in any thread, reading a clock (time's clocks, timeit, "
@@ -44,8 +46,7 @@ def plan(ctx: PlanContext) -> Plan:
     scanned = ctx.scan.of("search")
     ran = searches(ctx.baseline, ctx.source) if ctx.baseline is not None else []
     if not scanned and not ran:
-        return Plan(ABSENT, "no code of the submission read a clock between candidates at a shape's first call, and "
-                            "no loop times candidates into a module-level dict")
+        return Plan(ABSENT, absent_why(ctx.baseline))
     why = story(ran, ctx.source) or "; ".join(
         f"the search at L{s.line} in {s.details['function']}() keeps its result in `{s.details['memo']}`"
         for s in scanned)
@@ -99,7 +100,8 @@ def mechanism(session, base) -> str | None:
         out.append(f"The baseline timed {sum(r['candidates'] for r in found)} candidates in "
                    f"{sum(r['seconds'] for r in found):.1f} s over {len({r['phase'] for r in found})} first call(s)")
     if firsts:
-        cut = " (the last cut off by the deadline)" if any(p.open for p in firsts) else ""
+        cut_off = [st for st in base.stages for p in st.phases if p.name.startswith("first_call:") and p.open]
+        cut = f" (the last cut off by {cut_by(cut_off[-1])})" if cut_off else ""
         out.append(f"it runs at every new shape: the baseline's {len(firsts)} first call(s) took "
                    f"{sum(p.seconds for p in firsts):.1f} s together{cut}")
     if tuned:

@@ -142,9 +142,44 @@ def kept_places(tuning: Run, ran: list[dict], scanned: list[str]) -> tuple[list[
         else:
             places.append(k)
     if not linked and ran:
-        refused.append("no place of the module took a value the searches timed (what they chose is kept in a "
-                       "local, or in an object the module does not hold), and no function of theirs returned it")
+        refused.append(unpinned(tuning))
     return places, refused
+
+
+NO_PLACE = ("no place of the module took a value the searches timed (what they chose is kept in a local, or in an "
+            "object the module does not hold)")
+NO_RETURN = "no function of theirs returned it"
+
+
+def linked_returns(tuning: Run | None) -> list[dict]:
+    """What search functions returned in the tuning run that was a value their searches held while timing."""
+    return [r for _, e in _facts(tuning) if e.get("what") == "phase" and e.get("searches")
+            for r in e.get("returned") or [] if r.get("linked")]
+
+
+def linked_places(tuning: Run | None) -> list[str]:
+    """The module's places that took a value the searches held while timing, in the tuning run's phases."""
+    return sorted({c["path"] for _, e in _facts(tuning) if e.get("what") == "phase" and e.get("searches")
+                   for c in e.get("changed") or [] if c.get("linked")})
+
+
+def unpinned(tuning: Run | None) -> str:
+    """Why no place holds the choice, as the tuning run shows it: no place took it, and what its functions returned
+    (none returned it; or one did, but not at every shape, not as a literal, or under arguments that do not tell the
+    shapes apart)."""
+    rets, shapes = linked_returns(tuning), sum(1 for _, e in _facts(tuning) if e.get("what") == "phase"
+                                               and e.get("searches"))
+    if not rets:
+        return f"{NO_PLACE}, and {NO_RETURN}"
+    by: dict[str, list[dict]] = {}
+    for r in rets:
+        by.setdefault(f"{r['func']}()", []).append(r)
+    func, recs = max(by.items(), key=lambda kv: len(kv[1]))
+    why = next((f"as {r['error']}" for r in recs if r.get("error")), None) or \
+        ("under arguments no constant can hold" if any(not r.get("key") for r in recs) else None) or \
+        ("under arguments that do not tell the shapes apart" if len({r["key"] for r in recs}) < len(recs) else None)
+    return (f"{NO_PLACE}; {func} returned a value they timed at {len(recs)} of {shapes} shape(s)"
+            + (f", {why}" if why else "") + ": no table of its returns could be pinned")
 
 
 def returned_choices(tuning: Run | None, ran: list[dict]) -> list[dict]:

@@ -4,7 +4,9 @@
 Clocks: any the submission's own code calls directly, in any thread: time's clocks (process and thread time
 included), timeit's default_timer (bound once timeit is imported, maybe before this hook: patched there too),
 timeit's and torch.utils.benchmark's timing calls, CUDA events' elapsed_time, and triton's do_bench. A library's own
-reads (torch.compile's, timeit's inner loop) are not the submission's and never count.
+reads (torch.compile's, timeit's inner loop) are not the submission's and never count. Between two reads of a frame
+not yet known to time work, a profile function on that thread notes whether anything of the submission's ran
+(between.py): one line read again and again with nothing between is a wait, with a candidate between a timing loop.
 
 In a tuning run (stage "tune") it also wraps each functools cache of the submission's module, and of its
 classes, to record what each argument tuple returned (a C cache cannot list its contents), and records what each
@@ -20,6 +22,7 @@ import sys
 import threading
 import time
 
+from probes.search.between import Between
 from probes.search.places import _places, changed
 from probes.search.returns import Returns
 from probes.search.watch import CLOCKS, Search, dict_fields, literal_text
@@ -45,6 +48,8 @@ class Hook:
         self.methods: set[str] = set()              # tuning: the cache paths that are methods (keyed without self)
         self.wrapped = False
         self.case = None
+        # the clock wrappers share one code object: a read between two reads is no work
+        self.between = Between(api, self.clock(time.perf_counter, "", 0).__code__)
 
     # -- clocks --------------------------------------------------------------------------------------------
     def clock(self, fn, kind: str, weight: float):
@@ -57,9 +62,12 @@ class Hook:
                 if caller.f_code.co_filename.startswith(hook.api.submission_dir):
                     hook.local.busy = True
                     try:
+                        worked = hook.between.stop()
                         with hook.lock:
-                            if hook.search is not None:
-                                hook.search.read(kind, weight, caller, threading.get_ident())
+                            undecided = hook.search is not None and \
+                                hook.search.read(kind, weight, caller, threading.get_ident(), worked)
+                        if undecided:        # is the next read of its frame a wait's, or a timing loop's?
+                            hook.between.watch()
                     except Exception:  # noqa: BLE001 - the probe's record never breaks the submission's call
                         pass
                     finally:
@@ -117,9 +125,10 @@ class Hook:
         for rec in left:
             self.touched[rec["path"]] = rec["kind"]
         returned = [dict(r, linked=search.linked(r.pop("value"))) for r in self.returned]
-        if found or left:
+        waits = search.waits()      # what a report says is no search: the reads that were waits
+        if found or left or waits:
             self.api.emit(what="phase", phase=name, case=self.case, ok=fields.get("ok"),
-                          searches=found, changed=left, returned=returned)
+                          searches=found, changed=left, returned=returned, waits=waits)
 
     def _returned(self, frame, key, value) -> None:
         """An armed search function returned: its key and its value as source text, where literals hold them."""

@@ -109,8 +109,12 @@ class Search:
         self.done: list[dict] = []
         self.prev: dict[int, list] = {}     # thread ident -> the chain of its last read (a search may run in any)
         self.sent: set = set()
+        self.waited: dict[tuple, int] = {}  # (function, line) -> how many of its calls were waits (at most 8 places)
 
-    def read(self, kind: str, weight: float, first, thread: int) -> None:
+    def read(self, kind: str, weight: float, first, thread: int, worked: bool | None = None) -> bool:
+        """Record a read; `worked`: whether work ran on this thread since its last read (between.py; None where
+        nobody watched). True while the reading frame is undecided (a wait, or a loop with work between its reads):
+        the hook then watches until the thread's next read."""
         chain, f = [], first
         while f is not None:
             if f.f_code.co_filename.startswith(self.api.submission_dir):
@@ -118,15 +122,17 @@ class Search:
             f = f.f_back
         chain.reverse()
         if not chain:
-            return
+            return False
         recs = self._recs(chain, thread, time.perf_counter())
-        self._count(recs, chain, kind, weight)
+        self._count(recs, chain, kind, weight, worked)
         leaf = self._leaf(recs[-1])
         if leaf is not None and id(leaf) not in self.sent:
             self.sent.add(id(leaf))
             self.api.emit(what="searching", phase=self.phase, search=self.describe(leaf))
             if self.on_search is not None:
                 self.on_search(chain[:leaf["depth"] + 1])
+        own = recs[-1]
+        return not (own["spin"] or own["works"] or own["children"] or any(k in WHOLE for k in own["kinds"]))
 
     def _recs(self, chain: list, thread: int, now: float) -> list[dict]:
         """The record of each frame of the chain: the same living call as at this thread's last read, or a new one."""
@@ -143,7 +149,7 @@ class Search:
                     "func": fr.f_code.co_name, "file": fr.f_code.co_filename, "def_line": fr.f_code.co_firstlineno,
                     "depth": i, "weight": 0.0, "lines": {}, "kinds": [], "t0": now, "parent": parent, "children": 0,
                     "path": [{"func": c.f_code.co_name, "line": c.f_lineno} for c in chain[:i]], "values": {},
-                    "up": 0.0, "spin": False, "gave": [], "row": 0, "last": None}
+                    "up": 0.0, "spin": False, "works": False, "gave": [], "row": 0, "last": None}
                 if parent is not None:
                     parent["children"] += 1
             rec["t1"] = now
@@ -157,11 +163,16 @@ class Search:
         self.prev[thread] = chain
         return out
 
-    def _count(self, recs: list[dict], chain: list, kind: str, weight: float) -> None:
+    def _count(self, recs: list[dict], chain: list, kind: str, weight: float, worked: bool | None) -> None:
         """Count the read on every frame of its chain, except a wait's: a call that reads one line's clock over and
-        over (spinning until a moment passes) times nothing, and what it gave its callers is taken back, so a
-        warmup that calls such a wait 40 times is not 40 candidates."""
+        over with no work between (spinning until a moment passes) times nothing, and what it gave its callers is
+        taken back, so a warmup that calls such a wait 40 times is not 40 candidates. A frame that ran work between
+        its reads (a loop that runs a candidate until a time has passed) is never a wait."""
         leaf, line = recs[-1], chain[-1].f_lineno
+        if worked and leaf["last"] is not None:
+            leaf["works"] = True
+        if leaf["works"] and leaf["last"] == line:
+            weight = 0.0        # a loop running one candidate until a time has passed: its reads time that one
         leaf["lines"][line] = leaf["lines"].get(line, 0) + 1
         leaf["row"] = leaf["row"] + 1 if leaf.get("last") == line else 1
         leaf["last"] = line
@@ -169,9 +180,14 @@ class Search:
             leaf["kinds"].append(kind)
         if leaf["spin"]:
             return
-        # a wait reads one line again and again with nothing between; a timed loop alternates its reads
-        if leaf["children"] == 0 and leaf["row"] >= MIN_CANDIDATES and not any(k in WHOLE for k in leaf["kinds"]):
+        # a wait reads one line again and again with nothing between; a timed loop alternates its reads, or runs
+        # its candidate between them
+        if not leaf["works"] and leaf["children"] == 0 and leaf["row"] >= MIN_CANDIDATES and \
+                not any(k in WHOLE for k in leaf["kinds"]):
             leaf["spin"] = True
+            place = (leaf["func"], line)
+            if place in self.waited or len(self.waited) < 8:
+                self.waited[place] = self.waited.get(place, 0) + 1
             for anc, at in leaf["gave"]:
                 anc["lines"][at] -= 1
                 if anc["lines"][at] <= 0:
@@ -212,6 +228,10 @@ class Search:
         return {"func": rec["func"], "def_line": rec["def_line"], "lines": sorted(lines[:6]), "line": lines[0],
                 "path": rec["path"], "candidates": int(rec["weight"]), "clocks": rec["kinds"],
                 "seconds": round(rec["t1"] - rec["t0"], 4)}
+
+    def waits(self) -> list[dict]:
+        """The clock reads taken for waits: where, and in how many calls."""
+        return [{"func": f, "line": ln, "calls": n} for (f, ln), n in self.waited.items()]
 
     def found(self) -> list[dict]:
         recs = [r for r in [*self.done, *self.recs.values()] if self.timed(r)]

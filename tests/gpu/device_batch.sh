@@ -9,7 +9,8 @@
 #         triage:NAME:GPUS (tests/gpu/triage_set.txt at --budget $TRIAGE_BUDGET, default 60, into reports/examples/NAME) | alone:NAME (its checks, in turn) |
 #         pytest:EXPR | problem:DIR:SUBMISSION:STAGES:NAME (a GPU MODE folder under .problems/) |
 #         home:LABEL (a listing with checksums of this machine's ~/.cache/torch_extensions, to compare) |
-#         boundary:x (two cards: six files with two hostile ones beside them, and the six alone; their rows compared)
+#         boundary:x (two cards: six files with two hostile ones beside them, and the six alone; their rows compared) |
+#         forgers:x (two cards: the triage set with two forgers beside it, and the set alone; their rows compared)
 set -u
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 R=${OUT:-/tmp/out}/r; mkdir -p "$R" reports/examples
@@ -100,6 +101,17 @@ for part in "$@"; do
              wait; rc=$?; tail -n 4 "$R/hostile.txt" "$R/without.txt"
              python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare.txt"
              mkdir -p "$R/triage-hostile" "$R/triage-without-hostile"; cp -r $h/. "$R/triage-hostile/"; cp -r $c/. "$R/triage-without-hostile/" ;;
+    forgers:*) # the triage set with two forgers beside it on card 0, the set alone on card 1, at once: every real
+             # file's row must be what it is without them, and no forger's row ok (the verdict is the verifier's)
+             h=reports/examples/triage-forgers; c=reports/examples/triage-without-forgers
+             timeout 540 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) \
+               tests/fixtures/triage_hostile/zeros_isclose_vectoradd.py tests/fixtures/triage_hostile/match_replaced_vectoradd.py \
+               --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" --gpus 0 --out "$h" > "$R/forgers.txt" 2>&1 &
+             timeout 540 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
+               --budget "${TRIAGE_BUDGET:-45}" --gpus 1 --out "$c" > "$R/without-forgers.txt" 2>&1 &
+             wait; rc=$?; tail -n 4 "$R/forgers.txt" "$R/without-forgers.txt"
+             python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare-forgers.txt"
+             mkdir -p "$R/triage-forgers" "$R/triage-without-forgers"; cp -r $h/. "$R/triage-forgers/"; cp -r $c/. "$R/triage-without-forgers/" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
              end=$(( $(date +%s) + 480 )); rc=0
              for f in $(cat tests/gpu/triage_set.txt); do

@@ -249,6 +249,18 @@ def changed(before: dict, after: dict) -> dict[str, int]:
     return {p: v[0] for p, v in after.items() if before.get(p) != v}
 
 
+def written_groups(before: dict, after: dict) -> dict[str, dict]:
+    """What a step wrote, by the group a report shows it in: files, bytes, and the first names."""
+    written: dict[str, dict] = {}
+    for path, size in changed(before, after).items():
+        g = written.setdefault(group_of(path), {"files": 0, "bytes": 0, "names": []})
+        g["files"] += 1
+        g["bytes"] += size
+        if len(g["names"]) < 12:
+            g["names"].append(os.path.basename(path))
+    return written
+
+
 def group_of(rel: str) -> str:
     """The group a container path belongs to, as a report shows it: '~/.cache/torch_extensions/py312/ext'."""
     parts = Path(rel).parts

@@ -23,7 +23,8 @@ from diagnose.runs.protocol import Depth, WorkerSpec
 from diagnose.runs.runner import Job, wait_to_start
 from diagnose.runs.runner.arbiter import GpuArbiter
 from diagnose.runs.runner.child import Limits, describe_process
-from diagnose.runs.runner.container import SPAWNED_DIR, Container, changed, child_env, group_of
+from diagnose.runs.runner.container import SPAWNED_DIR, Container, child_env, written_groups
+from diagnose.runs.runner.deeper import judge, settle
 from diagnose.runs.runner.isolate import python_argv, run_child
 from diagnose.runs.runner.process_tree import KEPT_PREFIX, TMP_PREFIX
 from diagnose.runs.runner.stage_facts import predict_stage
@@ -46,11 +47,25 @@ def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], 
     """What the worker reads for one step of a job (the stage itself, or `what="compile"`, its compile step):
     the one place the run's settings become the child's."""
     return WorkerSpec(submission=str(box.work / "submission.py"), stage=what, task=s.task.to_dict(),
-                      budget_s=s.budgets.get(what, REFERENCE_BUDGET_S), root=str(box.root), stacks_prefix=stacks,
+                      budget_s=s.deadline(what, REFERENCE_BUDGET_S), root=str(box.root), stacks_prefix=stacks,
                       depth=s.depth, sample_repeats=s.sample_repeats, sample_seconds=s.sample_seconds,
                       gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
                       private_mounts=s.private_mounts, tool_paths=tool_paths, argv=argv, shared=list(s.shared),
                       hooks=list(s.hooks), hook_args=dict(job.hook_args), outputs=outputs)
+
+
+def capped(st: StageResult, budget: float) -> None:
+    """A stage a CPU check ran up to its cap instead of its budget (Settings.deadline): it keeps its budget, for the
+    table's share, and a stage the cap stopped says it was the cap, not the budget."""
+    cap = st.budget_s
+    if cap == budget:
+        return
+    st.budget_s = budget
+    if st.lost_worker:      # the harness's pool would wait out the budget, not our cap
+        st.message = harness.lost_task(st.lost_worker.get("how", "its end"), st.phase, budget)
+    elif st.status == Status.TIMEOUT:
+        st.message = st.message.replace(f"{cap:g} s budget", f"{cap:g} s cap on this CPU (no GPU: its {budget:g} s "
+                                                             f"budget is not applied)")
 
 
 def _ran_on_gpu(st: StageResult) -> bool:
@@ -208,31 +223,26 @@ class StageRunner:
             outputs = outputs_dir(box, stage) if stage in harness.JUDGED else None
             st = self._step(run, job, stage, stage, box, env, arbiter, stop, argv, outputs)
             st.compile_step = step
+            if outputs is not None:     # a verdict the submission cannot write, before any timing is judged
+                verify_stage(st, s.task, stage, bool(s.task.evaluator), box, env, self.jail_for(box), outputs,
+                             arbiter, stop, owner=f"{run.id}/{stage}.verify")
+            if s.depth == Depth.FULL:
+                st.predicted_s = st.charged_s if st.status == Status.OK else None
+            else:
+                predict_stage(st)
+            if _ran_on_gpu(st):     # a sample that cannot place the stage against its budget: measured further
+                st = settle(st, lambda changes: self._step(run, job, stage, stage, box, env, arbiter, stop, argv,
+                                                           settings=s.but(**changes)), stop)
+                judge(st)
         finally:
             box.unplace(list(files) + ([cases] if cases else []))
-        if outputs is not None:     # a verdict the submission cannot write
-            verify_stage(st, s.task, stage, bool(s.task.evaluator), box, env, self.jail_for(box), outputs,
-                         arbiter, stop, owner=f"{run.id}/{stage}.verify")
-        budget = st.budget_s
-        if s.depth == Depth.FULL:
-            st.predicted_s = st.charged_s if st.status == Status.OK else None
-        else:
-            predict_stage(st)
-        lo, hi = st.predicted_range or (st.predicted_s, st.predicted_s)
-        if st.status == Status.OK and st.predicted_s and hi and hi > budget and _ran_on_gpu(st):
-            said = (f"predicted {st.predicted_s:.0f} s (95 % range {lo:.0f}–{hi:.0f} s) against the {budget:g} s "
-                    f"budget, from a {s.sample_repeats}-repeat sample")
-            if lo > budget:
-                st.status, st.message = Status.AT_RISK, said
-            else:       # the sample cannot say on which side of the budget the stage falls: no status rests on it
-                st.message = f"inconclusive: {said}; run it with --full to measure the whole stage"
         return st
 
     def _step(self, run: Run, job: Job, stage: str, what: str, box: Container, env: dict, arbiter,
-              stop, argv: list[str], outputs: Path | None = None) -> StageResult:
-        """One child process in the run's container: the stage itself, or (what="compile") its compile step.
-        What the container gained meanwhile is what this step wrote."""
-        s = self.settings
+              stop, argv: list[str], outputs: Path | None = None, settings: Settings | None = None) -> StageResult:
+        """One child process in the run's container: the stage itself (under `settings`: a further measure), or its
+        compile step (what="compile"). What the container gained meanwhile is what this step wrote."""
+        s = settings or self.settings
         evaluated = bool(s.task.evaluator) and what in harness.JUDGED
         tag = stage if what == stage else f"{stage}.{what}"
         submission, stacks = str(box.work / "submission.py"), str(box.tool / f"{tag}.stacks.txt")
@@ -269,6 +279,7 @@ class StageRunner:
         if failed:      # the tool's own failure: never the submission's outcome (the engine says so on the run)
             raise RuntimeError(failed)
         st = build_stage(what, child, budget, submission, evaluated)
+        capped(st, s.budgets.get(what, REFERENCE_BUDGET_S))
         # a timing judgment needs its GPU to itself: a run on another GPU took CPU time (run_delay_s says how
         # much), never the GPU's, so only the runs placed on this one count as sharing it
         st.contention.gpu_shared = self.same_gpu(run.id, st.contention.overlapped)
@@ -278,13 +289,6 @@ class StageRunner:
             st.state.setdefault("reached", []).extend(f"{x['signal']} to its parent (the harness)"
                                                       for x in signalled[:20])
         after = box.snapshot()
-        written: dict[str, dict] = {}
-        for path, size in changed(self._snaps.get(run.id, {}), after).items():
-            g = written.setdefault(group_of(path), {"files": 0, "bytes": 0, "names": []})
-            g["files"] += 1
-            g["bytes"] += size
-            if len(g["names"]) < 12:
-                g["names"].append(os.path.basename(path))
+        st.state["written"] = written_groups(self._snaps.get(run.id, {}), after)
         self._snaps[run.id] = after
-        st.state["written"] = written
         return st

@@ -32,15 +32,18 @@ LOOP_CAP = 1_000_000
 TOOL_ID = 4
 RAW_CAP = 3000          # raw samples kept per stage, for the trace (aggregates are never capped)
 # Where time inside a library call goes, by the library frames under the submission's own: the first
-# pattern (in this order) that any of those frames' files matches names the mechanism.
-# A probe's own mechanisms come first (its hook names them: plugins.py Api.on_sample).
+# pattern (in this order) that any of those frames matches ("file:function") names the mechanism.
+# A probe's own mechanisms come first (its hook names them: plugins.py Api.on_sample). CUDA's initialisation is
+# _lazy_init alone: a synchronize() waiting on a kernel sits in the same file, and was once taken for it.
 MECHANISMS = [
     ("torch/_inductor/select_algorithm.py", "inductor_autotune"),
     ("torch/_inductor/autotune_process.py", "inductor_autotune"),
     ("triton/compiler/", "triton_compile"),
     ("torch/_inductor/", "inductor_compile"),
     ("torch/_dynamo/", "dynamo"),
-    ("torch/cuda/__init__.py", "cuda_init"),
+    ("torch/cuda/__init__.py:_lazy_init", "cuda_init"),
+    ("torch/cuda/__init__.py:synchronize", "cuda_sync"),
+    ("torch/cuda/__init__.py:", "cuda_call"),
     ("subprocess.py", "subprocess_wait"),
     ("threading.py", "lock_wait"),
 ]
@@ -106,7 +109,7 @@ class Sampler(threading.Thread):
         a["lines"][inner] += 1
         for ln in {chain[i][1] for i in mine}:
             a["stack"][ln] += 1
-        below = [c[3].replace("\\", "/") for c in chain[mine[-1] + 1:]]
+        below = [f"{c[3]}:{c[2]}".replace("\\", "/") for c in chain[mine[-1] + 1:]]
         mech = next((m for pat, m in MECHANISMS if any(pat in fn for fn in below)), None) if below else None
         if mech:
             a["mechanisms"][f"{inner}|{mech}"] += 1
