@@ -104,10 +104,10 @@ for part in "$@"; do
     forgers:*) # the triage set with two forgers beside it on card 0, the set alone on card 1, at once: every real
              # file's row must be what it is without them, and no forger's row ok (the verdict is the verifier's)
              h=reports/examples/triage-forgers; c=reports/examples/triage-without-forgers
-             timeout 540 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) \
+             timeout 500 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) \
                tests/fixtures/triage_hostile/zeros_isclose_vectoradd.py tests/fixtures/triage_hostile/match_replaced_vectoradd.py \
                --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" --gpus 0 --out "$h" > "$R/forgers.txt" 2>&1 &
-             timeout 540 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
+             timeout 500 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) --problems-root .problems/rk \
                --budget "${TRIAGE_BUDGET:-45}" --gpus 1 --out "$c" > "$R/without-forgers.txt" 2>&1 &
              wait; rc=$?; tail -n 4 "$R/forgers.txt" "$R/without-forgers.txt"
              python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare-forgers.txt"
