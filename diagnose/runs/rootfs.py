@@ -39,6 +39,7 @@ from diagnose.runs.mounts import (
 
 # The system's own places, bound read-only (or made again as links, where the machine has links: merged /usr)
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
+OWN = ("proc", "sys", "dev", "run")      # the run's own, or the system's as bound: never lent again below them
 STAGE = ".diagnose/fs"        # under the container's own folder: where the new root is staged before the pivot
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 MNT_DETACH = 2
@@ -115,15 +116,22 @@ def _lent(libc, new: str, paths: list[str], root: str, rec: dict) -> list[str]:
     for p in paths:
         if not p or not os.path.lexists(p):
             continue
-        _links(new, os.path.abspath(p))
+        try:
+            _links(new, os.path.abspath(p))
+        except OSError as e:
+            rec.setdefault("unlent", []).append(f"{p}: {e.strerror}")
         real = os.path.realpath(p)
         if os.path.exists(real) and not under(real, root) and real != "/":
             reals.append(real)
     bound: list[str] = []
     for real in sorted(set(reals), key=lambda r: (r.count("/"), r)):
-        if any(under(real, b) for b in bound) or any(under(real, "/" + s) for s in SYSTEM if s != "etc"):
+        if any(under(real, b) for b in bound) or any(under(real, "/" + s) for s in (*SYSTEM, *OWN)):
             continue
-        _bind(libc, real, new, real, read_only=True)
+        try:
+            _bind(libc, real, new, real, read_only=True)
+        except OSError as e:     # that place stays out of the run; the preflight finds it if the run needs it
+            rec.setdefault("unlent", []).append(f"{real}: {e.strerror}")
+            continue
         bound.append(real)
         if any(under(real, t) for t in ("/tmp", "/var/tmp")):
             rec["kept"].append(real)        # under a private place: this machine's, not the run's
@@ -235,8 +243,8 @@ def _open_in(new: str, path: str, directory: bool = True, make: bool = True) -> 
         for i, part in enumerate(parts):
             last = i == len(parts) - 1
             if last and not directory:
-                if make:
-                    os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW, 0o644, dir_fd=fd))
+                if make and not os.path.lexists(os.path.join(f"/proc/self/fd/{fd}", part)):
+                    os.close(os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644, dir_fd=fd))
                 nxt = os.open(part, os.O_PATH | os.O_NOFOLLOW, dir_fd=fd)
             else:
                 if make:

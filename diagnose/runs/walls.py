@@ -33,7 +33,8 @@ def make_walls(libc, kind: str, asked: dict, sockets: list[str] = ()) -> dict:
     try:
         rootfs.build(libc, asked, rec)
     except OSError as e:       # no allow-list root: the run would see this machine's files
-        raise OSError(e.errno, f"the run's own file system could not be built: {e.strerror}") from e
+        where = f" ({e.filename})" if e.filename else ""
+        raise OSError(e.errno, f"the run's own file system could not be built: {e.strerror}{where}") from e
     rec["sockets_closed"] = _close_sockets(libc, sockets, os.path.realpath(asked["root"]))
     return rec
 

@@ -16,7 +16,7 @@ from diagnose.tasks.loader import load_task
 
 runner = StageRunner(Settings(task=load_task(None, "fp8-dual-gemm", small=True), stages=("test",)))
 walls = runner.isolation()
-print("isolation:", json.dumps({k: walls.get(k) for k in ("jail", "missing", "why", "private")}))
+print("isolation:", json.dumps({k: walls.get(k) for k in ("jail", "missing", "why", "private", "unlent", "read_only")}))
 box = Container(Path(tempfile.mkdtemp(prefix="jail-smoke-")))
 code = ("import torch, os; a = torch.randn(512, 512, device='cuda'); torch.cuda.synchronize(); "
         "print('cuda ok', torch.cuda.get_device_name(), float((a @ a).sum().item()) == float((a @ a).sum().item()), "
