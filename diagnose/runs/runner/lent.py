@@ -28,7 +28,7 @@ def lent_paths(environ=None) -> list[str]:
     found = [sys.executable, sys.prefix, sys.base_prefix, sys.exec_prefix, *python_path(), *_editable_targets(),
              *_linked_entries(python_path()),
              env.get("CUDA_HOME"), env.get("CUDA_PATH"), *_split(env.get("LD_LIBRARY_PATH")), *_ld_so_conf(),
-             *_split(env.get("PATH"))]
+             *_split(env.get("PATH")), *_prefixes(_split(env.get("PATH")), home)]
     tool = os.path.realpath(TOOL_ROOT)
     out: list[str] = []
     for p in found:
@@ -101,6 +101,19 @@ def _ld_so_conf() -> list[str]:
                 out += [line.strip() for line in fh if line.strip().startswith("/")]
         except OSError:
             continue
+    return out
+
+
+def _prefixes(path_dirs: list[str], home: str) -> list[str]:
+    """The installation around each bin/ folder on PATH outside the home directory (a compiler in /opt/gcc/bin runs
+    its cc1plus from /opt/gcc/libexec): a program on PATH that cannot find its own files fails the build it runs."""
+    out = []
+    for d in path_dirs:
+        real = os.path.realpath(d)
+        top = os.path.dirname(real)
+        if os.path.basename(real) in ("bin", "sbin") and top not in ("/", "/usr", "/usr/local") \
+                and not (top + "/").startswith(home.rstrip("/") + "/") and top != home:
+            out.append(top)
     return out
 
 
