@@ -9,6 +9,7 @@ from diagnose.analysis.comparison import compare, confidence_of, failure_point, 
 from diagnose.analysis.effects import credit, effect
 from diagnose.analysis.evidence import effective, far, thin, unjudged
 from diagnose.analysis.not_looked import clause, looked, not_looked
+from diagnose.analysis.partly import part_removed
 from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -190,10 +191,14 @@ def tried(session: Session) -> str:
                (why := _untaken(session, base, r))}
     waiting = {r.id: why for r in runs[:8] if (why := unjudged(session, r))}
     at_risk = {r.id: why for r in runs[:8] if r.id not in waiting and (why := thin(session, r))}
+    # what an edit that still failed took away, and how much (a probe's edits together are one more run)
+    part = {r.id: why for r in runs[:8] if base is not None and r.id not in passed and r.id not in untaken and
+            (why := part_removed(session, base, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "") +
               (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else "") +
+              (f", having taken part of it away ({part[r.id]})" if r.id in part else "") +
               (f", but {waiting[r.id]}" if r.id in waiting else "") +
               (f", but at risk: {at_risk[r.id]}" if r.id in at_risk else ""))
              for r in runs[:8]]
