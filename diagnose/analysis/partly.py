@@ -12,6 +12,7 @@ from diagnose.status import Compared
 from probes import BY_NAME
 
 SHARE = 0.25        # the work per record fell by at least this share: part of it is gone
+JOINED = "together: "    # a probe's edits run as one variant: "together: A + B" (the bisector's fix of causes, too)
 
 
 def _ended(run: Run, stage: str) -> int | None:
@@ -66,3 +67,22 @@ def part_removed(session: Session, base: Run, run: Run) -> str | None:
         return None
     said = [x for x in (further(base, run), per_record(base, run, run.probe or "")) if x]
     return "; ".join(said) or None
+
+
+def what_each_took(session: Session, base: Run, runs: list[Run]) -> str:
+    """`A (r1): what it took away; B (r3): ...` for the runs that took part of the failure away, or ""."""
+    said = [(r, part_removed(session, base, r)) for r in runs]
+    return "; ".join(f"{r.toggle} ({r.id}): {why}" for r, why in said if why)
+
+
+def joined_story(session: Session, base: Run, run: Run) -> str:
+    """For a probe's edits run together (engine/planning.py), a sentence saying that each alone still failed and
+    what each took away; "" for any other run."""
+    label = run.toggle or ""
+    if not label.startswith(JOINED):
+        return ""
+    names = label.removeprefix(JOINED).split(" + ")
+    alone = [r for r in session.runs if str(r.role) == "single" and r.probe == run.probe and r.toggle in names]
+    said = what_each_took(session, base, alone)
+    return f" Each of its edits alone still failed ({', '.join(f'{r.toggle}: {r.id}' for r in alone)})" + (
+        f", each taking part of it away: {said}." if said else ".")

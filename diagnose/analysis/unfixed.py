@@ -9,7 +9,7 @@ from diagnose.analysis.comparison import compare, confidence_of, failure_point, 
 from diagnose.analysis.effects import credit, effect
 from diagnose.analysis.evidence import effective, far, thin, unjudged
 from diagnose.analysis.not_looked import clause, looked, not_looked
-from diagnose.analysis.partly import part_removed
+from diagnose.analysis.partly import part_removed, what_each_took
 from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -59,10 +59,12 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         where = f"line {site['line']}" if site else (st.phase or "start-up")
         inside = f" The time goes into {hotspots.describe(hot)}." if hot else ""
         together = " and with every suspect removed together" if any(r.removed for r in every) else ""
+        parts = what_each_took(session, base, every)
         narrative = (f"The work itself is too slow wherever it runs: {base.id} was still running at {where} when "
                      f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
-                     f"accounts for it.{inside}" + _far(session, base, site or hot or {}))
+                     f"accounts for it." + (f" Some took part of it away: {parts}." if parts else "") + inside +
+                     _far(session, base, site or hot or {}))
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}

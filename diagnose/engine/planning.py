@@ -116,7 +116,7 @@ class Planner:
                     source = t.apply(source)
             except Exception:  # noqa: BLE001 - edits that do not compose on this source: nothing to try
                 continue
-            out.append(self.pool.launch(Role.SINGLE, name, "together: " + " + ".join(t.label for t in chosen),
+            out.append(self.pool.launch(Role.SINGLE, name, partly.JOINED + " + ".join(t.label for t in chosen),
                                         source))
         return out
 
