@@ -41,6 +41,7 @@ from diagnose.analysis.effect_parts import not_apart
 from diagnose.analysis.effects import credit, effect, one_suspect
 from diagnose.analysis.evidence import WAITS, confirmations, effective, far, thin, unjudged
 from diagnose.analysis.fix_choice import choose_fix
+from diagnose.analysis.partly import joined_story
 from diagnose.analysis.started import NEVER
 from diagnose.analysis.too_far import OVER
 from diagnose.analysis.unfixed import unfixed_cause
@@ -243,6 +244,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         fixes = "fixes it" if lead and passed_all(base, lead) else "gets past it"
         narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} {fixes}." if lead else
                                                                  combination_story(session, base, minimal, combos))
+        narrative += joined_story(session, base, lead) if lead else ""
         if lead and lead.outcome in FAILURES:
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "

@@ -9,6 +9,7 @@ from diagnose.analysis.comparison import compare, confidence_of, failure_point, 
 from diagnose.analysis.effects import credit, effect
 from diagnose.analysis.evidence import effective, far, thin, unjudged
 from diagnose.analysis.not_looked import clause, looked, not_looked
+from diagnose.analysis.partly import part_removed, what_each_took
 from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -58,10 +59,12 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
         where = f"line {site['line']}" if site else (st.phase or "start-up")
         inside = f" The time goes into {hotspots.describe(hot)}." if hot else ""
         together = " and with every suspect removed together" if any(r.removed for r in every) else ""
+        parts = what_each_took(session, base, every)
         narrative = (f"The work itself is too slow wherever it runs: {base.id} was still running at {where} when "
                      f"the {st.budget_s:g} s budget of {st.name} ran out, and every variant timed out too, each "
                      f"toggle alone{together} ({', '.join(r.id for r in every)}), so no suspect the probes know "
-                     f"accounts for it.{inside}" + _far(session, base, site or hot or {}))
+                     f"accounts for it." + (f" Some took part of it away: {parts}." if parts else "") + inside +
+                     _far(session, base, site or hot or {}))
         return Cause(rank=0, suspects=[owner] if owner else [], kind=CauseKind.TOO_SLOW, narrative=narrative,
                      confidence=conf, changes_outcome=False, evidence=[base.id] + [r.id for r in every],
                      site=site or ({"file": session.submission.get("path"), "line": hot["line"], "code": hot["code"]}
@@ -190,10 +193,14 @@ def tried(session: Session) -> str:
                (why := _untaken(session, base, r))}
     waiting = {r.id: why for r in runs[:8] if (why := unjudged(session, r))}
     at_risk = {r.id: why for r in runs[:8] if r.id not in waiting and (why := thin(session, r))}
+    # what an edit that still failed took away, and how much (a probe's edits together are one more run)
+    part = {r.id: why for r in runs[:8] if base is not None and r.id not in passed and r.id not in untaken and
+            (why := part_removed(session, base, r))}
     parts = [(f"{r.toggle} ({r.id}) got past it, but {passed[r.id]}" if r.id in passed else
               f"{r.toggle} ({r.id}) ended {effective(session, r).outcome}" +
               (f" in {r.failed_stage.name}" if r.failed_stage else "") +
               (f", and proves nothing: its toggle did not take ({untaken[r.id]})" if r.id in untaken else "") +
+              (f", having taken part of it away ({part[r.id]})" if r.id in part else "") +
               (f", but {waiting[r.id]}" if r.id in waiting else "") +
               (f", but at risk: {at_risk[r.id]}" if r.id in at_risk else ""))
              for r in runs[:8]]

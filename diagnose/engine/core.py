@@ -44,6 +44,7 @@ class Engine:
                             on_run_done=on_run_done, on_stage=on_stage)
         self.planner = Planner(self.pool, sub, scan(sub.source, sub.tree))
         self.concl = Conclusions(self.pool, on_verdict)
+        self.late: dict = {}        # the probes' plans from the baseline's evidence (and a tuning run's)
 
     @property
     def errors(self) -> list[str]:
@@ -88,6 +89,10 @@ class Engine:
             return concl.finish()
         removers, singles = self._plan_late(base)
         if not pool.wait_for(lambda: self._causes_settled(singles, removers, base)):
+            return concl.finish()
+        # a probe's edits that each took part of the time away, tried together before the search reads the singles
+        joined = self.planner.within(self.late, base)
+        if joined and not pool.wait_for(lambda: all(pool.decided(r) for r in joined)):
             return concl.finish()
         if self.settings.bisect:
             fails = self.planner.fails_for(removers)
@@ -135,7 +140,7 @@ class Engine:
         Returns the suspects' removing toggles and the single toggle runs the causes wait for: those of the
         probes that can fix or take part in the search (a warm container can do neither)."""
         s, planner = self.session, self.planner
-        late = planner.plan(base)
+        late = self.late = planner.plan(base)
         planner.record_plans(late)
         planner.launch_plan(late)       # identical variants are not run again
         tuned = planner.tune(late, base)

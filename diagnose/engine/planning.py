@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import hashlib
 
-from diagnose.analysis import comparison
+from diagnose.analysis import comparison, partly
 from diagnose.engine.runs import RunPool
 from diagnose.session import Role, Run
+from diagnose.source.edits import changed_range
 from diagnose.source.scan import ScanResult
 from diagnose.source.submission import Submission
 from diagnose.status import Compared
@@ -85,6 +86,43 @@ class Planner:
                                for n, p in sorted(plans.items(), key=lambda kv: [m.INFO.name for m in REGISTRY]
                                                   .index(kv[0]))]
         self.pool.save()
+
+    def within(self, plans: dict, base: Run) -> list[Run]:
+        """A probe's several edits that each failed alone but each took part of the time away (analysis/partly.py),
+        tried together as one more variant of that probe, as the search combines suspects across probes (an
+        autotune whose key drops a float still tunes every config cold at each shape, and one pinned to its winners
+        still tunes at every call: the two edits together tune a few configs once a shape). Edits that touch the
+        same text are alternatives, not parts: of those the first in the probe's order is kept. The runs launched."""
+        out = []
+        for name, p in plans.items():
+            edits = [t for t in p.toggles if t.removes and t.apply] if p.state == RUN else []
+            runs = {t.label: self._single(name, t.label) for t in edits}
+            if len(edits) < 2 or any(r is None or not self.pool.decided(r) for r in runs.values()) or any(
+                    comparison.compare(self.session, base, r) == Compared.FIXED for r in runs.values()):
+                continue        # one edit alone, one not run yet, or one that fixes it alone: nothing to join
+            chosen, taken = [], []
+            for t in edits:
+                if not partly.part_removed(self.session, base, runs[t.label]):
+                    continue
+                a, b = changed_range(self.sub.source, t.apply(self.sub.source))
+                if all(b <= x or y <= a for x, y in taken):
+                    chosen.append(t)
+                    taken.append((a, b))
+            if len(chosen) < 2:
+                continue
+            try:
+                source = self.sub.source
+                for t in chosen:
+                    source = t.apply(source)
+            except Exception:  # noqa: BLE001 - edits that do not compose on this source: nothing to try
+                continue
+            out.append(self.pool.launch(Role.SINGLE, name, partly.JOINED + " + ".join(t.label for t in chosen),
+                                        source))
+        return out
+
+    def _single(self, probe: str, label: str) -> Run | None:
+        return next((r for r in self.session.runs if r.role == Role.SINGLE and r.probe == probe and r.toggle == label),
+                    None)
 
     @staticmethod
     def removers(plans: dict) -> dict[str, Toggle]:

@@ -77,3 +77,14 @@ def edited_lines(before: str, after: str) -> list[int]:
             out |= set(range(start, start + count)) if count else {start + 1}
     n = len(after.splitlines())
     return sorted(x for x in out if 1 <= x <= n)
+
+
+def changed_range(before: str, after: str) -> tuple[int, int]:
+    """The characters of `before` an edit replaced, from the first that differs to the last (an edit of several
+    places spans them all): two edits whose ranges meet touch the same text and are alternatives, not parts."""
+    n = min(len(before), len(after))
+    start = next((i for i in range(n) if before[i] != after[i]), n)
+    end = 0
+    while end < n - start and before[len(before) - 1 - end] == after[len(after) - 1 - end]:
+        end += 1
+    return start, len(before) - end

@@ -25,7 +25,7 @@ from probes.base import ABSENT, CANNOT_TOGGLE, RUN, TUNE, Plan, PlanContext, Pro
 from probes.search.absent import absent_why, negatives
 from probes.search.evidence import choices, kept_places, returned_choices, searches, story, took, tuned_choices
 from probes.search.find import find  # noqa: F401 - its scan finder (spec.py: find)
-from probes.search.pin import pin, pin_returns
+from probes.search.pin import pin, pin_returns, pinned_where
 
 __all__ = ["INFO", "TRIAGE", "WORDS", "mechanism", "negatives", "plan", "took"]
 
@@ -79,8 +79,8 @@ def plan(ctx: PlanContext) -> Plan:
         if size > LIMIT_BYTES:
             refused.append(f"pinned, the file would be {size:,} bytes, over KernelBot's 1 MB cap")
         elif edited is not None:
-            where = f"{returned[0]['func']}()'s return" if returned else ", ".join(p["path"] for p in places)
-            entries = returned[0]["entries"] if returned else sum(p.get("entries") or 0 for p in places)
+            where, entries = (f"{returned[0]['func']}()'s return", returned[0]["entries"]) if returned else \
+                pinned_where(places)
             toggles.append(Toggle(INFO.name, f"search results pinned in {where} ({entries} shapes, "
                                              f"+{size - len(ctx.source.encode()):,} bytes)", edit, removes=True))
     if refused:

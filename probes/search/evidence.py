@@ -101,7 +101,7 @@ def choices(phases: list[list[dict]]) -> set[str]:
         counts = {p: n for p, n in counts.items() if linked[p]}
     elif any("linked" in c for changed in phases for c in changed):
         return set()             # the hook judged every place, and none holds what the searches timed
-    if any(k in ("dict", "cache", "list") for k in kinds.values()):
+    if any(k in ("dict", "mapping", "cache", "list") for k in kinds.values()):
         counts = {p: n for p, n in counts.items() if kinds[p] != "attr"}
     if any(plain[p] for p in counts):       # values a literal holds are choices; tensors parked beside them are not
         counts = {p: n for p, n in counts.items() if plain[p]}

@@ -22,9 +22,10 @@ import sys
 import threading
 import time
 
+from probes.search import kept
 from probes.search.between import Between
-from probes.search.places import _places, changed
-from probes.search.returns import Returns
+from probes.search.places import _places, added, changed
+from probes.search.returns import Returns, judged
 from probes.search.watch import CLOCKS, Search, dict_fields, literal_text
 
 ARMED = ("first_call:", "tune:")
@@ -44,6 +45,7 @@ class Hook:
         self.returns = Returns(self._returned)
         self.returned: list[dict] = []               # tuning: what search functions returned in this phase
         self.touched: dict[str, str] = {}          # tuning: path -> kind, over every phase
+        self.added: dict[str, dict] = {}            # tuning: mapping path -> {key text: (value text, why)}
         self.calls: dict[str, dict] = {}            # tuning: cache path -> {args: result}
         self.methods: set[str] = set()              # tuning: the cache paths that are methods (keyed without self)
         self.wrapped = False
@@ -120,11 +122,14 @@ class Hook:
                 return
             search, self.search = self.search, None
         found = search.found()
-        left = changed(self.before, _places(mod), search.linked) if mod is not None and self.before is not None \
-            else []
+        after = _places(mod) if mod is not None and self.before is not None else {}
+        left = changed(self.before, after, search.linked) if after else []
         for rec in left:
             self.touched[rec["path"]] = rec["kind"]
-        returned = [dict(r, linked=search.linked(r.pop("value"))) for r in self.returned]
+        if name.startswith("tune:") and after:
+            for path, pairs in added(self.before, after).items():
+                self.added.setdefault(path, {}).update(kept.entry_texts(pairs))
+        returned = judged(self.returned, found, search.linked)
         waits = search.waits()      # what a report says is no search: the reads that were waits
         if found or left or waits:
             self.api.emit(what="phase", phase=name, case=self.case, ok=fields.get("ok"),
@@ -171,9 +176,7 @@ class Hook:
         places = _places(mod) if mod is not None else {}
         for path, kind in sorted(self.touched.items()):
             value = self.calls.get(path) if kind == "cache" else (places.get(path) or (None, None, None))[2]
-            text, why = literal_text(value) if value is not None else (None, "it was not there at the end")
-            rec = {"what": "kept", "path": path, "kind": kind, "method": path in self.methods,
-                   "entries": len(value) if isinstance(value, (dict, list)) else None, "text": text, "error": why}
+            rec = kept.record(path, kind, value, self.added.get(path), path in self.methods)
             self.api.emit(slot=f"kept:{path}", **rec)
 
 

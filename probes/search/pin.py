@@ -9,6 +9,10 @@ the code finds the values there and skips the search:
 - a functools cache (a function's, a method's): the function is wrapped by a table looked up first, with what the
   cache returned for each argument tuple; arguments it has never seen still reach the search.
 - a list the choices were appended to: its contents at the tuning run's end.
+- a mapping of a library's (os.environ, a WeakValueDictionary): `<path>.update({...})` with what the searches
+  added to it; a dict, with every entry the searches added even where a bounded cache had dropped it by the end.
+- objects of the submission's own classes (a per-shape plan) are made again by `_pinned_object` (objects.py), after
+  the module binds their class.
 
 A binding inside a module-level `try`, `if`, `with` or loop counts: the pin goes after that whole statement.
 
@@ -22,6 +26,7 @@ import ast
 
 from diagnose.source.edits import apply_edits
 from probes.search.key import KEY_NAME, KEY_SOURCE
+from probes.search.objects import MAKE, OBJECT_SOURCE, classes
 
 SEEDED = "_pinned_first"
 _HELPER = f'''def {SEEDED}(search, table, method=False):
@@ -78,7 +83,41 @@ def binding_end(source: str, name: str) -> int | None:
     return end
 
 
+def _head_end(tree: ast.Module) -> int:
+    """The last line of the module's docstring and `from __future__` imports: where an import may go first."""
+    end = 0
+    for i, node in enumerate(tree.body):
+        doc = i == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if not (doc or isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            break
+        end = node.end_lineno or node.lineno
+    return end
+
+
+def _where(source: str, p: dict) -> tuple[int, str]:
+    """The line after which a place's pin goes (its owner and the classes of its objects bound), and a prefix the
+    statement needs there (`import os` for os.environ in a file that never imports it)."""
+    owner = p["path"].split(".")[0]
+    at = binding_end(source, owner)
+    prefix = ""
+    if at is None and p["kind"] == "mapping" and p["path"] == "os.environ":
+        at, prefix = _head_end(ast.parse(source)), "import os\n"
+    if at is None:
+        raise ValueError(f"`{p['path']}` is bound nowhere at module level")
+    for cls in classes(p["text"]):
+        end = binding_end(source, cls)
+        if end is None:
+            raise ValueError(f"`{p['path']}` holds objects of {cls}, which is bound nowhere at module level")
+        at = max(at, end)
+    return at, prefix
+
+
 def statement(kind: str, path: str, text: str, method: bool) -> str:
+    if kind == "mapping":       # a mapping of a library's: what the searches added to it
+        return f"{path}.update({text})\n"
+    if kind == "attr" and not path.rpartition(".")[2].isidentifier():
+        owner, _, attr = path.rpartition(".")
+        return f"setattr({owner}, {attr!r}, {text})\n"
     if kind == "dict":          # a dict made at import, or made at the first call (`_CACHE = None` until then)
         owner, _, attr = path.rpartition(".")
         now = f"getattr({owner}, {attr!r}, None)" if owner else f"globals().get({path!r})"
@@ -94,15 +133,15 @@ def pin(source: str, places: list[dict]) -> str:
     """Every place, after its owner's binding; the cache helper once, before the first that needs it."""
     at_line: dict[int, str] = {}
     for p in places:
-        at = binding_end(source, p["path"].split(".")[0])
-        if at is None:
-            raise ValueError(f"`{p['path']}` is bound nowhere at module level")
+        at, prefix = _where(source, p)
         at_line[at + 1] = at_line.get(at + 1, "") + (
             f"\n# pinned: what the search kept in `{p['path']}` for each shape in a tuning run; the code finds it "
-            f"and skips the search\n" + statement(p["kind"], p["path"], p["text"], bool(p.get("method"))))
-    if any(p["kind"] == "cache" for p in places):
+            f"and skips the search\n" + prefix + statement(p["kind"], p["path"], p["text"], bool(p.get("method"))))
+    helpers = ([_HELPER] if any(p["kind"] == "cache" for p in places) else []) + \
+        ([OBJECT_SOURCE] if any(f"{MAKE}(" in p["text"] for p in places) else [])
+    if helpers:
         first = min(at_line)
-        at_line[first] = "\n\n" + _HELPER + at_line[first]
+        at_line[first] = "\n\n" + "\n\n".join(helpers) + at_line[first]
     if not source.endswith("\n"):
         source += "\n"
     return apply_edits(source, [([ln, 0, ln, 0], text) for ln, text in at_line.items()])
@@ -120,6 +159,8 @@ def pin_returns(source: str, functions: list[dict]) -> str:
     lines = source.splitlines()
     edits, tail = [], [f"\n\n# pinned: what each search returned for each shape's key in a tuning run; its function "
                        f"returns it without searching\n{KEY_SOURCE}"]
+    if any(f"{MAKE}(" in f["table"] for f in functions):
+        tail.append(f"\n{OBJECT_SOURCE}")
     for f in functions:
         named = [n for (name, _), n in defs.items() if name == f["func"]]
         # by its line; in a source another toggle edited first (its lines moved), by its name where only one has it
@@ -145,3 +186,27 @@ def pin_returns(source: str, functions: list[dict]) -> str:
     if not source.endswith("\n"):
         source += "\n"
     return apply_edits(source, edits) + "\n".join(tail)
+
+
+def pinned_where(places: list[dict]) -> tuple[str, int]:
+    """The places pinned, in words, and how many shapes they hold: a per-shape attribute counts one, and one owner's
+    several attributes are named together (`_TUNED`'s 5 attributes)."""
+    attrs: dict[str, int] = {}
+    for p in places:
+        if p["kind"] == "attr":
+            owner = p["path"].rpartition(".")[0] or p["path"]
+            attrs[owner] = attrs.get(owner, 0) + 1
+    names, said = [], set()
+    for p in places:
+        owner = p["path"].rpartition(".")[0] or p["path"]
+        if p["kind"] == "attr" and attrs[owner] > 1:
+            if owner not in said:
+                said.add(owner)
+                names.append(f"{owner}'s {attrs[owner]} attributes")
+        else:
+            names.append(p["path"])
+    # places that each hold every shape (a weak table and the list beside it) hold them once; an owner's attributes
+    # hold one each
+    held = [attrs[owner] for owner in said] + [p.get("entries") or 0 for p in places if p["kind"] != "attr"] + \
+        [1 for p in places if p["kind"] == "attr" and attrs[p["path"].rpartition(".")[0] or p["path"]] == 1]
+    return ", ".join(names), max(held, default=0)

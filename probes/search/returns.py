@@ -12,6 +12,7 @@ from __future__ import annotations
 import sys
 import threading
 
+from probes.search import objects
 from probes.search.key import key_function, parameters
 
 CAP = 2000          # returns recorded in one tuning run
@@ -26,9 +27,14 @@ class Returns:
         self.count = 0
 
     def arm(self, frames) -> None:
+        here, f = set(), sys._getframe()
+        while f is not None:        # a frame of another thread (a search's waiting caller) gets no return event
+            here.add(id(f))
+            f = f.f_back
         for fr in frames:
             name = fr.f_code.co_name
-            if id(fr) in self.armed or name.startswith("<") or name == "custom_kernel" or self.count >= CAP:
+            if id(fr) not in here or id(fr) in self.armed or name.startswith("<") or name == "custom_kernel" or \
+                    self.count >= CAP:
                 continue
             try:
                 key = self.key(*(fr.f_locals.get(p) for p in parameters(fr.f_code)))
@@ -60,3 +66,21 @@ class Returns:
 def _untraced(frame, event, arg):
     """The thread's trace function while a frame is armed: no other frame is traced."""
     return None
+
+
+def judged(returned: list[dict], found: list[dict], linked) -> list[dict]:
+    """Each return of a phase with whether it is the choice (`linked`): what the search's own function returned
+    after timing its candidates (anything but None or a flag: a tuple of two loop variables, an index, a plan
+    object), the same value handed up by a caller, or a value built of what the search held while timing."""
+    searching = {(s["func"], s["def_line"]) for s in found}
+
+    def made(r) -> bool:
+        v = r.get("value")
+        return v is not None and not isinstance(v, bool) and (r["func"], r["def_line"]) in searching
+    own = {r["text"] for r in returned if made(r)}
+    out = []
+    for r in returned:
+        v = r.get("value")
+        ok = v is not None and (made(r) or r["text"] in own or objects.made_of(linked, v))
+        out.append({**{k: x for k, x in r.items() if k != "value"}, "linked": ok})
+    return out

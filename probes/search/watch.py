@@ -16,7 +16,11 @@ Two records, linked by the phase they fall in:
 from __future__ import annotations
 
 import ast
+import threading
 import time
+
+from probes.search import objects
+from probes.search.threads import waiting_chain
 
 MIN_CANDIDATES = 3
 CLOCKS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time",
@@ -41,6 +45,9 @@ def literal_text(value) -> tuple[str | None, str | None]:
             return (text, None) if len(text) <= TEXT_CAP else (None, f"{len(text):,} characters, too large to pin")
     except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
         pass
+    made = objects.text(value)          # objects of the submission's own classes among plain values
+    if made is not None:
+        return (made, None) if len(made) <= TEXT_CAP else (None, f"{len(made):,} characters, too large to pin")
     kinds = sorted({type(v).__name__ for v in _leaves(value)})
     return None, f"it holds {', '.join(kinds[:4]) or type(value).__name__}, which no constant in a source file can"
 
@@ -110,6 +117,8 @@ class Search:
         self.prev: dict[int, list] = {}     # thread ident -> the chain of its last read (a search may run in any)
         self.sent: set = set()
         self.waited: dict[tuple, int] = {}  # (function, line) -> how many of its calls were waits (at most 8 places)
+        self.thread = threading.get_ident()     # the phase's own thread: it waits for candidates timed in others
+        self.held: dict[int, object] = {}       # its frames on other threads' chains, held so their ids stay theirs
 
     def read(self, kind: str, weight: float, first, thread: int, worked: bool | None = None) -> bool:
         """Record a read; `worked`: whether work ran on this thread since its last read (between.py; None where
@@ -123,6 +132,11 @@ class Search:
         chain.reverse()
         if not chain:
             return False
+        if thread != self.thread:       # a worker's candidate: its chain starts where the phase's thread waits
+            waiting = waiting_chain(self.thread, self.api.submission_dir)
+            for fr in waiting:
+                self.held.setdefault(id(fr), fr)
+            chain = waiting + chain
         recs = self._recs(chain, thread, time.perf_counter())
         self._count(recs, chain, kind, weight, worked)
         leaf = self._leaf(recs[-1])
@@ -140,7 +154,7 @@ class Search:
         seen = _values(chain)
         for i, fr in enumerate(chain):
             same = same and i < len(prev) and prev[i] is fr
-            rec = self.recs.get(id(fr)) if same else None
+            rec = self.recs.get(id(fr)) if same or self.held.get(id(fr)) is fr else None
             if rec is None:
                 old = self.recs.get(id(fr))
                 if old is not None and self.timed(old):

@@ -1,0 +1,88 @@
+"""What a toggle that still failed took away of the baseline's failure, in numbers: how much further its run got
+in the stage where both failed, and what its probe's own records say of the work it changed. A probe whose several
+edits each fail alone but each take part of the time away gets them tried together (engine/planning.py), and where
+nothing fits the cause says what each edit removed and by how much (unfixed.py). Pure.
+"""
+from __future__ import annotations
+
+from diagnose.analysis.comparison import compare
+from diagnose.analysis.effects import effect
+from diagnose.session import Run, Session
+from diagnose.status import Compared
+from probes import BY_NAME
+
+SHARE = 0.25        # the work per record fell by at least this share: part of it is gone
+JOINED = "together: "    # a probe's edits run as one variant: "together: A + B" (the bisector's fix of causes, too)
+
+
+def _ended(run: Run, stage: str) -> int | None:
+    """How many phases of the stage ended before the run stopped (None where the run has no such stage)."""
+    st = run.stage(stage)
+    return None if st is None else sum(1 for p in st.phases if not p.open)
+
+
+def _records(run: Run, stage: str, records) -> tuple[int, float]:
+    st = run.stage(stage)
+    recs = records(st) or [] if st is not None else []
+    return len(recs), sum(float(r.get("seconds") or 0.0) for r in recs)
+
+
+def further(base: Run, run: Run) -> str | None:
+    """How much further the run got in the stage where the baseline failed, or None where it got no further."""
+    st = base.failed_stage
+    if st is None:
+        return None
+    b, r = _ended(base, st.name), _ended(run, st.name)
+    mine = run.failed_stage
+    if mine is not None and mine.name != st.name:
+        return f"{run.id} got through {st.name} and failed only in {mine.name}"
+    if b is None or r is None or r <= b:
+        return None
+    return f"{run.id} ended {r} phases of {st.name} before it stopped, {base.id} {b}"
+
+
+def per_record(base: Run, run: Run, probe: str) -> str | None:
+    """Where the probe counts its work in records (autotuning, builds): each record's work fell by a share, or None."""
+    mod = BY_NAME.get(probe)
+    st = base.failed_stage
+    if mod is None or st is None or mod.INFO.takes_away != "records" or not hasattr(mod, "records"):
+        return None
+    nb, sb = _records(base, st.name, mod.records)
+    nv, sv = _records(run, st.name, mod.records)
+    if not nb or not nv or sb <= 0 or sv / nv > (1 - SHARE) * sb / nb:
+        return None
+    words = getattr(mod, "RECORDS", "records")
+    return (f"{words} took {sv / nv:.2f} s a record in {run.id} ({nv} records), {sb / nb:.2f} s in {base.id} "
+            f"({nb} records)")
+
+
+def part_removed(session: Session, base: Run, run: Run) -> str | None:
+    """What a variant that failed as the baseline did took away, in numbers: its run got further, or its probe's
+    records show less work each. None where it took nothing measurable away (or did not fail as the baseline did,
+    or changed nothing)."""
+    if compare(session, base, run) not in (Compared.SAME, Compared.MOVED):
+        return None
+    e = effect(session, base, run)
+    if e.identical or e.reached is False:
+        return None
+    said = [x for x in (further(base, run), per_record(base, run, run.probe or "")) if x]
+    return "; ".join(said) or None
+
+
+def what_each_took(session: Session, base: Run, runs: list[Run]) -> str:
+    """`A (r1): what it took away; B (r3): ...` for the runs that took part of the failure away, or ""."""
+    said = [(r, part_removed(session, base, r)) for r in runs]
+    return "; ".join(f"{r.toggle} ({r.id}): {why}" for r, why in said if why)
+
+
+def joined_story(session: Session, base: Run, run: Run) -> str:
+    """For a probe's edits run together (engine/planning.py), a sentence saying that each alone still failed and
+    what each took away; "" for any other run."""
+    label = run.toggle or ""
+    if not label.startswith(JOINED):
+        return ""
+    names = label.removeprefix(JOINED).split(" + ")
+    alone = [r for r in session.runs if str(r.role) == "single" and r.probe == run.probe and r.toggle in names]
+    said = what_each_took(session, base, alone)
+    return f" Each of its edits alone still failed ({', '.join(f'{r.toggle}: {r.id}' for r in alone)})" + (
+        f", each taking part of it away: {said}." if said else ".")
