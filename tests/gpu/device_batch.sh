@@ -112,6 +112,12 @@ for part in "$@"; do
              wait; rc=$?; tail -n 4 "$R/forgers.txt" "$R/without-forgers.txt"
              python3 tests/gpu/compare_rows.py "$h/triage.jsonl" "$c/triage.jsonl" | tee "$R/compare-forgers.txt"
              mkdir -p "$R/triage-forgers" "$R/triage-without-forgers"; cp -r $h/. "$R/triage-forgers/"; cp -r $c/. "$R/triage-without-forgers/" ;;
+    forgers2:*) gpus=${part#forgers2:}     # the set and the two forgers in one triage over these GPUs
+             h=reports/examples/triage-forgers
+             timeout 520 python3 -m diagnose triage $(cat tests/gpu/triage_set.txt) \
+               tests/fixtures/triage_hostile/zeros_isclose_vectoradd.py tests/fixtures/triage_hostile/match_replaced_vectoradd.py \
+               --problems-root .problems/rk --budget "${TRIAGE_BUDGET:-45}" --gpus "$gpus" --out "$h" > "$R/forgers.txt" 2>&1
+             rc=$?; tail -n 3 "$R/forgers.txt"; mkdir -p "$R/triage-forgers"; cp -r $h/. "$R/triage-forgers/" ;;
     alone:*) name=${part#alone:}     # the same set's checks one after another, outside Dask: the sum triage is held to
              end=$(( $(date +%s) + 480 )); rc=0
              for f in $(cat tests/gpu/triage_set.txt); do
