@@ -92,3 +92,30 @@ def test_a_session_from_before_the_verifier_still_loads_and_a_new_one_round_trip
     decide(new.runs[0].stages[-1], TEST, [verified(w) for w in TEST], wall_s=0.5)
     again = Session.from_dict(json.loads(new.to_json()))
     assert again.runs[0].stages[-1].verified == new.runs[0].stages[-1].verified
+
+
+def test_a_checked_copy_taken_before_the_kernel_filled_its_output_buffer_is_kept(tmp_path):
+    """pmpp_v2's benchmark: `check_copy = _clone_data(data)` of (A, B, C) before `custom_kernel(data)` writes C in
+    place, then `check_implementation(check_copy, output)`. The copy matches the input by neither identity nor
+    content (C was filled since); it is the latest input of its shape, and its output is kept under its arguments.
+    On an H200 this case was 'never left that process' until the Keeper fell back on the shape."""
+    import json
+
+    import torch
+
+    from diagnose.runs.worker.outputs import Keeper
+    keeper = Keeper({"dir": str(tmp_path), "cases": [{"size": 4, "seed": 7}]})
+    a, b = torch.randn(4, 4), torch.randn(4, 4)
+    data = (a, b, torch.zeros(4, 4))
+    keeper.remember(data, {"size": 4, "seed": 7})
+    check_copy = tuple(x.clone() for x in data)
+    data[2][...] = a + b        # the kernel writes its output into the input's buffer
+    keeper.checked(check_copy, data[2])
+    kept = [json.loads(p.read_text()) for p in tmp_path.glob("*.json")]
+    assert [k["kwargs"] for k in kept] == [{"size": 4, "seed": 7}]
+    # an input of another shape is never taken for it
+    other = Keeper({"dir": str(tmp_path / "o"), "cases": [{"size": 4, "seed": 7}]})
+    (tmp_path / "o").mkdir()
+    other.remember(data, {"size": 4, "seed": 7})
+    other.checked((torch.zeros(5, 5), torch.zeros(5, 5), torch.zeros(5, 5)), torch.zeros(5, 5))
+    assert list((tmp_path / "o").glob("*.json")) == []
