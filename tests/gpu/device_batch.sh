@@ -53,6 +53,7 @@ example() {   # committed example reports: the command that makes each
     popcorn-vectoradd) echo "check tests/fixtures/popcorn/vectoradd.py --problems-root .problems/rk" ;;
     popcorn-conv2d-b200) echo "check tests/fixtures/popcorn/conv2d_b200.py --problems-root .problems/rk" ;;
     hand-search-triton) echo "run tests/fixtures/gpu/hand_search_triton.py --small --stages compile,test,benchmark --budget 12" ;;
+    dobench-static-tuple) echo "run tests/fixtures/gpu/dobench_static_tuple.py --small --stages compile,test,benchmark --budget 12" ;;
     dobench-static-lru) echo "run tests/fixtures/gpu/dobench_static_lru.py --small --stages compile,test,benchmark --budget 12" ;;
     helion-no-config) echo "run tests/fixtures/gpu/helion_no_config.py --small --stages compile,test,benchmark --budget 40" ;;
     helion-configs-list) echo "run tests/fixtures/gpu/helion_fp8_quant_configs.py --problem .problems/helion/fp8_quant_py --stages compile,test,benchmark --budget 80" ;;
