@@ -135,7 +135,7 @@ import sys
 from diagnose.runs.runner import deeper, stages
 stages._ran_on_gpu = lambda st: True
 asked = iter([True])
-deeper.undecided = lambda st: next(asked, False)
+deeper.undecided = lambda st: st.name == "benchmark" and next(asked, False)   # not the start check's stage
 from diagnose.cli.app import main
 main(sys.argv[1:])
 """

@@ -108,7 +108,7 @@ def outer(status_fd: int, argv: list[str]) -> int:
     os.close(ask_w)
     os.close(done_r)
     _quiet_stdio()
-    map_ids(pid, kind, ask_r, done_w)
+    map_ids(pid, kind, ask_r, done_w, bool((unpack(os.environ.get(JAIL_ENV)) or {}).get("shared")))
     while True:
         try:
             _, st = os.waitpid(pid, 0)
@@ -147,7 +147,7 @@ def init(libc, status, kind: str, argv: list[str], sockets: list[str] = (), ids=
         raise OSError(errno.EPERM, "the jail's outer process went away")
     walls = make_walls(libc, kind, asked, sockets)
     if ids is not None:
-        walls["uid"] = unprivileged(libc, kind, asked.get("writable") or [], *ids)
+        walls["uid"] = unprivileged(libc, kind, asked.get("writable") or [], *ids, shared=bool(asked.get("shared")))
     os.environ[WALLS_ENV] = pack(walls)
     _say(status, "walls", **walls)
     signal.pthread_sigmask(signal.SIG_BLOCK, SIGNALS_SEEN + (signal.SIGCHLD,))

@@ -70,6 +70,11 @@ def build(libc, asked: dict, rec: dict) -> None:
     if "vartmp" in areas:
         _bind(libc, areas["vartmp"], new, "/var/tmp")
         rec["private"].append("/var/tmp")
+    home = _real_home()
+    if home and "home" in areas and not under(root, home):
+        _bind(libc, areas["home"], new, home)       # the home `pwd` names is the container's, as HOME is
+        rec["private"].append(home)
+        rec["home"] = home
     lent = _lent(libc, new, asked.get("paths") or [], root, rec)
     _container(libc, new, root, areas, asked)
     for path in [os.path.realpath(p) for p in asked.get("shared") or [] if os.path.isdir(p)]:
@@ -78,7 +83,7 @@ def build(libc, asked: dict, rec: dict) -> None:
     rec["read_only"] = lent
     _pivot(libc, new)
     os.chdir("/")
-    _hide(libc, asked.get("hide") or [], rec)
+    _hide(libc, asked.get("hide") or [], rec, [root, *lent])
     # the root itself read-only: the run makes nothing beside what it was given
     checked(libc.mount(None, b"/", None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None))
     rec["fs"] = "allow-list"
@@ -107,6 +112,16 @@ def _system(libc, new: str, rec: dict) -> None:
         _bind(libc, "/proc", new, "/proc")
         rec["missing"].append("pid namespace")
         rec.setdefault("why", f"/proc of the run's own was refused ({e.strerror}): it lists this machine's processes")
+
+
+def _real_home() -> str | None:
+    import pwd
+    try:
+        home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
+    except (KeyError, OSError):
+        return None
+    return home if os.path.isdir(home) and home != "/" and not any(under(home, "/" + s) for s in (*SYSTEM, *OWN)) \
+        else None
 
 
 def _lent(libc, new: str, paths: list[str], root: str, rec: dict) -> list[str]:
@@ -163,13 +178,15 @@ def _links(new: str, path: str, depth: int = 0) -> None:
 
 
 def _inside_a_mount(new: str, path: str) -> bool:
-    """Whether `path` falls inside a place already bound (read-only, or the run's own): nothing is made there."""
+    """Whether `path` falls inside a place bound read-only (a lent one): nothing is made there. The run's own places
+    (its /tmp, its home) and the new root's tmpfs are written to."""
     p = os.path.dirname(path)
-    while p != "/":
-        if os.path.ismount(new + p):
-            return True
+    while p != "/" and not os.path.lexists(new + p):
         p = os.path.dirname(p)
-    return False
+    try:
+        return bool(os.statvfs(new + p).f_flag & os.ST_RDONLY)
+    except OSError:
+        return True
 
 
 def _container(libc, new: str, root: str, areas: dict, asked: dict) -> None:
@@ -206,9 +223,13 @@ def _pivot(libc, new: str) -> None:
     os.rmdir("/.old")
 
 
-def _hide(libc, hidden: list[str], rec: dict) -> None:
-    """An out folder that still lies in a lent place (a report written inside the tool's own folder): emptied."""
-    for path in sorted(hidden, key=len):
+def _hide(libc, hidden: list[str], rec: dict, needed: list[str]) -> None:
+    """An out folder that still lies in a lent place (a report written inside the tool's own folder): emptied. Not
+    one that holds the run's own container or a lent place (--out over the folder that holds TMPDIR): the run needs
+    what lies in it, and everything else there is not in the run's file system anyway."""
+    for path in sorted((os.path.realpath(h) for h in hidden), key=len):
+        if any(under(n, path) for n in needed):
+            continue
         if os.path.isdir(path) and not any(under(path, h) for h in rec["hidden"]):
             try:
                 mount(libc, "none", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, "size=4k,mode=0555")
@@ -259,25 +280,3 @@ def _open_in(new: str, path: str, directory: bool = True, make: bool = True) -> 
         os.close(fd)
         raise
     return fd
-
-
-def hand_over(areas: list[str], uid: int) -> None:
-    """The run's writable areas owned by the id it runs as (the runner made them, or copied a warm container, as
-    root). Walked by descriptor, never through a link: a process an earlier step left running may swap a folder
-    for a link meanwhile, and this is still this machine's root."""
-    for area in areas:
-        try:
-            top = os.open(area, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
-        except OSError:
-            continue
-        try:
-            os.chown(top, uid, uid)
-            for _, dirs, files, dfd in os.fwalk(dir_fd=top, follow_symlinks=False):
-                for name in dirs + files:
-                    try:
-                        if os.stat(name, dir_fd=dfd, follow_symlinks=False).st_uid != uid:
-                            os.chown(name, uid, uid, dir_fd=dfd, follow_symlinks=False)
-                    except OSError:
-                        continue
-        finally:
-            os.close(top)

@@ -105,13 +105,15 @@ def _ld_so_conf() -> list[str]:
 
 
 def _prefixes(path_dirs: list[str], home: str) -> list[str]:
-    """The installation around each bin/ folder on PATH outside the home directory (a compiler in /opt/gcc/bin runs
-    its cc1plus from /opt/gcc/libexec): a program on PATH that cannot find its own files fails the build it runs."""
+    """The installation around each bin/ folder on PATH outside the home directory, where it is one (a lib/ or
+    libexec/ beside it: a compiler in /opt/gcc/bin runs its cc1plus from /opt/gcc/libexec): a program on PATH that
+    cannot find its own files fails the build it runs. Any other folder around a bin/ stays out."""
     out = []
     for d in path_dirs:
         real = os.path.realpath(d)
         top = os.path.dirname(real)
-        if os.path.basename(real) in ("bin", "sbin") and top not in ("/", "/usr", "/usr/local") \
+        installed = any(os.path.isdir(os.path.join(top, d)) for d in ("lib", "lib64", "libexec"))
+        if installed and os.path.basename(real) in ("bin", "sbin") and top not in ("/", "/usr", "/usr/local") \
                 and not (top + "/").startswith(home.rstrip("/") + "/") and top != home:
             out.append(top)
     return out

@@ -108,6 +108,12 @@ def verify(spec: VerifySpec, ch: Channel) -> None:
 
 
 def main(spec_path: str) -> int:
+    import site
+    # -s keeps the container home's user site out; a --user site of this machine's reaches this process by
+    # PYTHONPATH, as the worker's does, and its .pth files with it (the worker does the same: worker/main.py)
+    for path in os.environ.get("PYTHONPATH", "").split(os.pathsep)[1:]:
+        if path:
+            site.addsitedir(path)
     ev_fd, _reply, stacks_fd = (int(x) for x in os.environ.pop(FDS_ENV, "").split(",")[:3])
     stacks = os.fdopen(stacks_fd, "w")      # where a hang's stacks go, as the worker's do
     faulthandler.enable(file=stacks, all_threads=True)
