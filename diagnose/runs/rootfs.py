@@ -36,6 +36,7 @@ from diagnose.runs.mounts import (
     private_dev,
     remount_ro,
 )
+from diagnose.runs.worker.container import real_home, under
 
 # The system's own places, bound read-only (or made again as links, where the machine has links: merged /usr)
 SYSTEM = ("usr", "etc", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -43,10 +44,6 @@ OWN = ("proc", "sys", "dev", "run")      # the run's own, or the system's as bou
 STAGE = ".diagnose/fs"        # under the container's own folder: where the new root is staged before the pivot
 SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
 MNT_DETACH = 2
-
-
-def under(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def build(libc, asked: dict, rec: dict) -> None:
@@ -115,14 +112,9 @@ def _system(libc, new: str, rec: dict) -> None:
 
 
 def _real_home() -> str | None:
-    import pwd
-    try:
-        home = os.path.realpath(pwd.getpwuid(os.getuid()).pw_dir)
-    except (KeyError, OSError):
-        return None
-    return home if os.path.isdir(home) and home != "/" and not any(under(home, "/" + s) for s in (*SYSTEM, *OWN)) \
-        else None
-
+    """The home `pwd` names (worker/container.py), where it is no system place."""
+    home = real_home()
+    return home if home and not any(under(home, "/" + s) for s in (*SYSTEM, *OWN)) else None
 
 def _lent(libc, new: str, paths: list[str], root: str, rec: dict) -> list[str]:
     """Each lent path resolvable in the new root as it is here: its links made again, its real place bound
