@@ -49,6 +49,7 @@ example() {   # committed example reports: the command that makes each
     triton-autotune-at-budget) echo "run tests/fixtures/gpu/triton_autotune.py --stages compile,test,benchmark --budget 13" ;;
     inline-cuda-lazy) echo "run tests/fixtures/gpu/inline_cuda_lazy.py --stages compile,test,benchmark --budget 45" ;;
     triton-key-churn) echo "run tests/fixtures/gpu/triton_key_churn.py --stages compile,test,benchmark --budget 60" ;;
+    triton-float-key) echo "run tests/fixtures/gpu/triton_float_key.py --stages compile,test,benchmark --budget 60" ;;
     popcorn-grayscale) echo "check tests/fixtures/popcorn/grayscale.py --problems-root .problems/rk" ;;
     popcorn-vectoradd) echo "check tests/fixtures/popcorn/vectoradd.py --problems-root .problems/rk" ;;
     popcorn-conv2d-b200) echo "check tests/fixtures/popcorn/conv2d_b200.py --problems-root .problems/rk" ;;
