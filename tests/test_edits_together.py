@@ -153,3 +153,51 @@ def test_a_float_in_the_autotune_key_is_fixed_by_dropping_it_and_pinning_the_win
     assert "Each of its edits alone still failed" in top["narrative"], top["narrative"]
     audited = cli("report", out / "session.json", "--audit")
     assert audited.returncode == 0 and "are supported" in audited.stdout, audited.stdout
+
+
+def _run(rid: str, stages: list, probe: str | None = None):
+    from diagnose.session import Run
+    return Run(id=rid, role=Role.SINGLE if probe else Role.BASELINE, probe=probe, toggle="t" if probe else None,
+               source_sha=rid, stages=stages,
+               outcome=next((s.status for s in stages if s.status in ("timeout", "at_risk")), stages[0].status))
+
+
+GPU = [{"k": "env", "cuda_available": True}]      # a prediction is judged against its budget only on a GPU
+
+
+def test_at_risk_past_its_budget_is_the_baselines_timeout_by_measure_not_a_fix():
+    """(the GPU's g5) an edit whose benchmark sample predicts 128 s of a 60 s budget did not fix a timeout there."""
+    from diagnose.analysis.comparison import compare
+    from diagnose.status import Compared
+    base = _run("r0", [stage("test", wall=30.0, budget=60.0), stage("benchmark", "timeout", wall=60.0, budget=60.0)])
+    over = _run("r2", [stage("test", wall=6.0, budget=60.0), stage(
+        "benchmark", "at_risk", wall=10.0, budget=60.0, predicted=128.0, events=GPU)], probe="autotune")
+    early = _run("r3", [stage("test", "at_risk", wall=50.0, budget=60.0, predicted=90.0, events=GPU),
+                        stage("benchmark", "skipped", wall=0.0, budget=60.0)], probe="autotune")
+    s = Session(submission={"path": "s.py", "source": SOURCE}, task={"name": "t"}, runs=[base, over, early],
+                harness={"name": "gpumode", "stages": ["test", "benchmark"],
+                         "budgets": {"test": 60.0, "benchmark": 60.0}})
+    assert compare(s, base, over) == Compared.SAME
+    assert compare(s, base, early) == Compared.DIFFERENT
+    s.runs[1].stages[1].predicted_s = 40.0          # predicted inside its budget: that is still the fix it was
+    assert compare(s, base, over) == Compared.FIXED
+
+
+def test_records_cut_off_by_the_same_deadline_are_judged_per_record_and_per_call_not_by_their_sum():
+    """Both runs tuned until the deadline: their seconds are alike, but the pin times fewer configs a key and the key
+    without the float tunes at fewer calls. Each took part of the work away: neither 'ran unchanged' nor gone."""
+    from diagnose.analysis.effect_calls import library_effect
+    from probes.autotune import records
+
+    def bench(recs):
+        return _run("x", [stage("benchmark", "timeout", wall=60.0, budget=60.0, probe_facts={"autotune": recs})])
+    base = bench([_tuned(i, 36, 4.16, 256) for i in range(24)])
+    pinned = bench([_tuned(i, 13, 2.44, 256) for i in range(35)])
+    keyless = bench([dict(_tuned(i, 36, 7.1, 256), calls=200 + i) for i in range(12)])
+    same = bench([_tuned(i, 36, 4.0, 256) for i in range(24)])
+    e = library_effect(base, pinned, records, "Triton autotuning")
+    assert (e.removed, e.partly, e.untaken) == (None, True, False) and "2.44 s a record" in e.what, e
+    e = library_effect(base, keyless, records, "Triton autotuning")
+    assert e.partly and "12 record(s) in 211 calls" in e.what and "24 in 24" in e.what, e
+    e = library_effect(base, same, records, "Triton autotuning")
+    assert e.untaken and "ran unchanged" in e.why_not(), e

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, thin, unjudged
+from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, judged_seconds, thin, unjudged
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
@@ -102,6 +102,12 @@ def broken_by_edit(run: Run) -> str | None:
                                                                 f"{typ}: {st.message}")
 
 
+def predicted_over(run: Run):
+    """The run's first at-risk stage whose judged time (its prediction, on a GPU) is past its budget, or None."""
+    return next((st for st in run.stages if st.status == Status.AT_RISK and st.budget_s
+                 and judged_seconds(st) > st.budget_s), None)
+
+
 def compare(session: Session, base: Run, run: Run) -> Compared:
     """'same' failure as the baseline, 'fixed', 'moved' (the same kind of failure at a later stage),
     'different' (failed otherwise), 'broken' (the edit broke the program), or 'unknown' (it says
@@ -113,6 +119,16 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
     if run.exercised is False:
         return Compared.UNKNOWN
     bp, rp = failure_point(base), failure_point(run)
+    over = predicted_over(run) if e.outcome == Status.AT_RISK and b.outcome == Status.TIMEOUT else None
+    if over is not None and bp is not None:
+        # at risk with a prediction past the budget is the baseline's timeout by measure, not a fix of it: the same
+        # failure where the baseline timed out, a later one where it got past that stage
+        order = [st.name for st in run.stages]
+        at, there = order.index(over.name), order.index(bp[1]) if bp[1] in order else bp[0]
+        if at == there:
+            return Compared.SAME
+        return Compared.DIFFERENT if at < there else (
+            Compared.SAME if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else Compared.MOVED)
     if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
         return Compared.UNKNOWN
     if e.outcome in FAILURES:

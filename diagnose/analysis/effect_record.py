@@ -13,6 +13,7 @@ class Effect:
     moved: bool = False       # the work ran again in the variant, where the edit moved it
     identical: bool = False   # the variant is the submission itself: it changed nothing
     outside: tuple[str, ...] = ()   # what else the edit changed, outside the suspect's own work
+    partly: bool = False      # the work is still there, but less of it each time (removed is None then)
 
     @property
     def acted(self) -> bool:
@@ -35,6 +36,8 @@ class Effect:
             return f"not reached: {self.what}"
         if self.moved:
             return f"only moved: {self.what}"
+        if self.partly:
+            return f"took only part of it away: {self.what}"
         if self.removed is False:
             return f"ran unchanged: {self.what}"
         return f"not measured: {self.what}"

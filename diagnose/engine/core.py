@@ -91,6 +91,9 @@ class Engine:
         if not pool.wait_for(lambda: self._causes_settled(singles, removers, base)):
             return concl.finish()
         # a probe's edits that each took part of the time away, tried together before the search reads the singles
+        doubtful = self.planner.join_doubts(self.late, base)
+        if doubtful:
+            concl.confirm(doubtful)
         joined = self.planner.within(self.late, base)
         if joined and not pool.wait_for(lambda: all(pool.decided(r) for r in joined)):
             return concl.finish()

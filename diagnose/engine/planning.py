@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hashlib
 
-from diagnose.analysis import comparison, partly
+from diagnose.analysis import comparison, evidence, partly
 from diagnose.engine.runs import RunPool
 from diagnose.session import Role, Run
 from diagnose.source.edits import changed_range
@@ -94,12 +94,7 @@ class Planner:
         still tunes at every call: the two edits together tune a few configs once a shape). Edits that touch the
         same text are alternatives, not parts: of those the first in the probe's order is kept. The runs launched."""
         out = []
-        for name, p in plans.items():
-            edits = [t for t in p.toggles if t.removes and t.apply] if p.state == RUN else []
-            runs = {t.label: self._single(name, t.label) for t in edits}
-            if len(edits) < 2 or any(r is None or not self.pool.decided(r) for r in runs.values()) or any(
-                    comparison.compare(self.session, base, r) == Compared.FIXED for r in runs.values()):
-                continue        # one edit alone, one not run yet, or one that fixes it alone: nothing to join
+        for name, edits, runs in self._parts(plans, base):
             chosen, taken = [], []
             for t in edits:
                 if not partly.part_removed(self.session, base, runs[t.label]):
@@ -119,6 +114,23 @@ class Planner:
             out.append(self.pool.launch(Role.SINGLE, name, partly.JOINED + " + ".join(t.label for t in chosen),
                                         source))
         return out
+
+    def _parts(self, plans: dict, base: Run):
+        """(probe, its removing edits, their runs) for each probe whose several edits all ran alone and none fixed
+        the failure alone: the edits that may be tried together."""
+        for name, p in plans.items():
+            edits = [t for t in p.toggles if t.removes and t.apply] if p.state == RUN else []
+            runs = {t.label: self._single(name, t.label) for t in edits}
+            if len(edits) < 2 or any(r is None or not self.pool.decided(r) for r in runs.values()) or any(
+                    comparison.compare(self.session, base, r) == Compared.FIXED for r in runs.values()):
+                continue        # one edit alone, one not run yet, or one that fixes it alone: nothing to join
+            yield name, edits, runs
+
+    def join_doubts(self, plans: dict, base: Run) -> list[Run]:
+        """The edits' runs whose at-risk judgment waits for a measure alone on their GPU (they shared it): whether
+        each edit alone failed is what joining them rests on, so each is rerun alone first (conclusions.confirm)."""
+        return [r for _, _, runs in self._parts(plans, base) for r in runs.values()
+                if evidence.unjudged(self.session, r) and not evidence.solo_reruns(self.session, r)]
 
     def _single(self, probe: str, label: str) -> Run | None:
         return next((r for r in self.session.runs if r.role == Role.SINGLE and r.probe == probe and r.toggle == label),
