@@ -5,10 +5,10 @@ nothing fits the cause says what each edit removed and by how much (unfixed.py).
 """
 from __future__ import annotations
 
-from diagnose.analysis.comparison import compare
+from diagnose.analysis.comparison import compare, predicted_over
 from diagnose.analysis.effects import effect
 from diagnose.session import Run, Session
-from diagnose.status import Compared
+from diagnose.status import FAILURES, Compared
 from probes import BY_NAME
 
 SHARE = 0.25        # the work per record fell by at least this share: part of it is gone
@@ -60,13 +60,22 @@ def part_removed(session: Session, base: Run, run: Run) -> str | None:
     """What a variant that failed as the baseline did took away, in numbers: its run got further, or its probe's
     records show less work each. None where it took nothing measurable away (or did not fail as the baseline did,
     or changed nothing)."""
-    if compare(session, base, run) not in (Compared.SAME, Compared.MOVED):
-        return None
     e = effect(session, base, run)
     if e.identical or e.reached is False:
         return None
+    seen = compare(session, base, run)
+    # a run whose own records show less of the work each time, and which did not pass, took part of it away even
+    # where its solo rerun ended otherwise (a pass within the noise in one stage, at risk in the next)
+    if seen not in (Compared.SAME, Compared.MOVED) and not (e.partly and _not_passed(run)):
+        return None
     said = [x for x in (further(base, run), per_record(base, run, run.probe or "")) if x]
+    if e.partly and not said:
+        said.append(e.what)
     return "; ".join(said) or None
+
+
+def _not_passed(run: Run) -> bool:
+    return run.outcome in FAILURES or predicted_over(run) is not None
 
 
 def what_each_took(session: Session, base: Run, runs: list[Run]) -> str:

@@ -73,8 +73,9 @@ class Conclusions:
         launched = []
         for r in runs:
             # up to the stage in doubt, or whose timing judgment waits for a measure alone on its GPU
-            last = next((i for i, st in enumerate(r.stages) if evidence.doubt(st) or evidence.needs_solo(st)),
-                        len(r.stages) - 1)
+            # the last such stage: a pass within the noise in one stage and at risk in the next both wait for it
+            last = max((i for i, st in enumerate(r.stages) if evidence.doubt(st) or evidence.needs_solo(st)),
+                       default=len(r.stages) - 1)
             stages = [st.name for st in r.stages[: last + 1] if st.status != Status.SKIPPED]
             if r.stages and r.stages[last].status in ENDS_RUN:
                 # A failure in doubt: if it does not come back alone, the stages it cut off must run too,
