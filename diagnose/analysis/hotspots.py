@@ -15,7 +15,7 @@ from diagnose.status import Status
 
 TOP = 5
 # The library mechanisms a line's time went into (worker/sampler.py MECHANISMS) that no probe stands for, in words;
-# a probe says its own (its MECHANISM_WORDS, read through the registry).
+# a probe says its own (its MECHANISM_WORDS, read through the door).
 GENERIC_WORDS = {
     "triton_compile": "Triton compiling a kernel",
     "inductor_compile": "Inductor compiling",
