@@ -105,9 +105,3 @@ class ProbeInfo:
     # each stage's probe_facts[<probe name>].
     hook: str | None = None
 
-
-def sites(source: str, suspect: str):
-    """Re-scan a (possibly already edited) source: toggles locate their sites afresh each time."""
-    from probes import scan  # the registry, which imports every probe and so this module: not at import
-    return scan(source).of(suspect)
-

@@ -12,7 +12,7 @@ import ast
 import builtins
 
 from diagnose.source.edits import apply_edits
-from probes.base import sites
+from probes.finders import sites
 
 NAME = "_ext_built_at_import"
 

@@ -1,8 +1,11 @@
-"""What a probe provides: the written contract that `register()` checks every probe against at import.
+"""What a probe provides: the hook specifications, written once with their parameters' names, that `register()`
+checks every probe against when probes/door.py loads them.
 
-A probe is one package, probes/<name>/, whose __init__ holds (or re-exports) the hooks below, and one line of
-the registry (probes/__init__.py). diagnose/ reaches a probe only through these names, so a hook that is
-missing or takes the wrong arguments fails at import, naming the probe and the hook, not deep inside a run.
+A probe is one package, probes/<name>/, whose probe.py holds (or re-exports) the hooks below, and one line of
+the registry (probes/registry.py). diagnose/ reaches a probe only through probes/door.py, which calls these
+hooks by their parameters' names, as pluggy does: an implementation may ask for fewer of them, never for one
+the specification does not name, so a hook that is missing or asks for the wrong arguments fails at import,
+naming the probe and the hook, not deep inside a run.
 
 Required:
 - INFO: ProbeInfo                         what the suspect is, where the scan finds it, how its toggles rank
@@ -48,15 +51,23 @@ Optional (absent means: nothing of that kind):
                                           compares every compile call's values of them in both runs
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records
                                           the switch saves, beside the compile calls
-- find(scan) -> None                      its scan finder (find.py): adds its suspect's sites (INFO.sites) to the
-                                          Scanner it is given (diagnose/source/scan/scanner.py), with the spans its
-                                          toggles edit; probes.scan runs every probe's, in the registry's order
+- describe(fixing) -> str                  how a narrative names the suspect, given the labels of the toggles that
+                                          fixed it (without it: INFO.describe)
 - risks(scan) -> list[dict]               what `check` warns of from the scan alone, before any run:
                                           {line, severity: error|warning, message}, from the scan's site dicts
 - spans(step) -> list[dict]               its suspect's work in one step as time spans, each {name, phase, start_s,
                                           end_s (None: still open when the step ended), own}: the trace draws each;
                                           the time of those `own` (the suspect's own work, not a library's) counts
                                           as the probe's in a phase (the first call's split, the evidence table)
+- EXPECTED: dict                          what the tests expect of it, kept here so that adding a probe touches its
+                                          package alone: "round9", its plan's state on reports/examples/round9.py
+                                          (tests/test_probes.py); "sliced", each slice in its package's files that
+                                          shortens something, {file name: the slices as written}, with why it is no
+                                          cut sentence (tests/test_cuts.py)
+- find.py: find(scan) -> None             its scan finder, in a module of its own (probes/finders.py loads it by the
+                                          package's name, and checks it as these are checked): adds its suspect's
+                                          sites (INFO.sites) to the Scanner it is given
+                                          (diagnose/source/scan/scanner.py), with the spans its toggles edit
 - INFO.hook                               its worker hook, a module of its own package with `install(api)`
                                           (diagnose/runs/worker/plugins.py); its events come back, per stage, in
                                           StageResult.probe_facts[INFO.name]; what a TUNE plan puts in its
@@ -83,6 +94,25 @@ class Hook:
     kind: type | None = None           # an attribute's type
     says: str = ""
 
+    def asked(self, fn) -> tuple[str, ...] | None:
+        """The parameters an implementation asks for, by name (None: a constant hook)."""
+        return None if self.params is None else tuple(inspect.signature(fn).parameters)
+
+    def wrong(self, fn) -> str | None:
+        """Why an implementation does not fit the specification (None: it does), by its parameters' names: each
+        one it asks for is one the specification passes, and it asks for them by name."""
+        try:
+            params = inspect.signature(fn).parameters.values()
+        except (TypeError, ValueError):
+            return f"{self.name}'s parameters cannot be read ({self.says})"
+        odd = [p.name for p in params if p.kind not in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)]
+        if odd:
+            return f"{self.name} takes {', '.join(odd)}, which a call by name cannot fill: {self.says}"
+        unknown = [p.name for p in params if p.name not in self.params and p.default is p.empty]
+        if unknown:
+            return f"{self.name} asks for {', '.join(unknown)}, which the specification does not pass: {self.says}"
+        return None
+
 
 HOOKS = (
     Hook("INFO", True, None, ProbeInfo, "what the suspect is (probes/base.py ProbeInfo)"),
@@ -98,7 +128,7 @@ HOOKS = (
     Hook("report", False, ("session", "code"), says="report(session, code) -> list[str]"),
     Hook("REPORT", False, None, tuple, "its report section's heading and what its fold holds"),
     Hook("SAVES", False, None, tuple, "the probes whose records a runtime switch saves"),
-    Hook("find", False, ("scan",), says="find(scan: Scanner) -> None, adding its sites"),
+    Hook("describe", False, ("fixing",), says="describe(fixing: list[str]) -> str"),
     Hook("risks", False, ("scan",), says="risks(scan: list[dict]) -> list[dict], each {line, severity, message}"),
     Hook("measure", False, ("base", "run"), says="measure(base, run) -> tuple[bool, bool, str]"),
     Hook("spans", False, ("step",), says="spans(step) -> list[dict], each {name, phase, start_s, end_s, own}"),
@@ -108,21 +138,13 @@ HOOKS = (
     Hook("COUNTS", False, None, str, "what count() counts, in words"),
     Hook("negatives", False, ("session", "line"), says="negatives(session, line: dict) -> list[tuple[str, str]]"),
     Hook("COMPILE_KWARGS", False, None, tuple, "the torch.compile keyword arguments its toggles set"),
+    Hook("EXPECTED", False, None, dict, "what the tests expect of it: round9 (a PlanState), sliced ({file: slices})"),
 )
+# A probe's scan finder, the one hook of its find.py (probes/finders.py): a toggle re-scans with every probe's
+FINDER = Hook("find", False, ("scan",), says="find(scan: Scanner) -> None, adding its sites")
 # Hooks that only make sense together, and what INFO.takes_away a measure on them needs
 PAIRS = (("records", "RECORDS"), ("report", "REPORT"), ("count", "COUNTS"))
 NEEDS = {"records": ("records", "RECORDS"), "switch": ("SAVES",), "measure": ("measure",)}
-
-
-def _positional(fn) -> int | None:
-    """How many positional arguments fn accepts (None: any number)."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind is p.VAR_POSITIONAL for p in params):
-        return None
-    return sum(p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty for p in params)
 
 
 def _hook_problems(module: ModuleType) -> list[str]:
@@ -140,9 +162,9 @@ def _hook_problems(module: ModuleType) -> list[str]:
         if not callable(value):
             out.append(f"{h.name} is a {type(value).__name__}, not a function ({h.says})")
             continue
-        n = _positional(value)
-        if n is not None and n != len(h.params):
-            out.append(f"{h.name} takes {n} argument(s), the contract passes {len(h.params)}: {h.says}")
+        wrong = h.wrong(value)
+        if wrong:
+            out.append(wrong)
     return out
 
 
@@ -165,6 +187,9 @@ def _pair_problems(module: ModuleType) -> list[str]:
     kind = module.INFO.takes_away
     out += [f"INFO.takes_away is {kind!r}, which measures its {need}: it has none" for need in NEEDS.get(kind, ())
             if not hasattr(module, need)]
+    odd = sorted(set(getattr(module, "EXPECTED", {})) - {"round9", "sliced"})
+    if odd:
+        out.append(f"EXPECTED holds {', '.join(odd)}: the tests read round9 and sliced")
     report = getattr(module, "REPORT", ("## ", ""))
     if len(report) != 2 or not str(report[0]).startswith("## "):
         out.append(f"REPORT is {report!r}, not (a '## ' heading, what its fold holds)")
@@ -177,13 +202,14 @@ def problems(module: ModuleType) -> list[str]:
     if out and not isinstance(getattr(module, "INFO", None), ProbeInfo):
         return out
     info = module.INFO
-    package = module.__name__.split(".")[-1]
-    if not (getattr(module, "__path__", None) and module.__name__ == f"probes.{package}"):
-        out.append("it is not a package of probes/ (probes/<name>/__init__.py)")
+    parts = module.__name__.split(".")
+    package = parts[1] if len(parts) == 3 else ""
+    if not (parts[0] == "probes" and parts[-1] == "probe" and package):
+        out.append("it is not the probe.py of a package of probes/ (probes/<name>/probe.py)")
     elif info.name != package:
         out.append(f"INFO.name is {info.name!r}, its package is {package!r}: the worker names its facts by the "
                    f"package")
-    if info.hook and not info.hook.startswith(module.__name__ + "."):
+    if info.hook and not info.hook.startswith(f"probes.{package}."):
         out.append(f"its hook {info.hook} is not a module of its own package")
     return out + _word_problems(module) + _pair_problems(module)
 

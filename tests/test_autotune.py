@@ -12,10 +12,10 @@ from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Run, Session, StageResult
 from diagnose.status import Status
-from probes import autotune, scan as scan_source
-from probes.autotune import hook
+from probes.autotune import hook, probe as autotune
 from probes.autotune.facts import step_tunes
 from probes.base import CANNOT_TOGGLE, RUN, PlanContext
+from probes.door import scan as scan_source
 from tests.conftest import FIXTURES, ROOT, cli
 
 KERNEL = '''import torch

@@ -201,11 +201,11 @@ def _in_process(capsys, *args) -> tuple[int, str, str]:
 
 
 def test_a_probes_figures_that_raise_cost_only_a_line(tmp_path, monkeypatch, capsys):
-    import probes.warmup
+    import probes.warmup.probe
 
     def boom(session):
         raise TypeError("planted figures bug")
-    monkeypatch.setattr(probes.warmup, "INFO", replace(probes.warmup.INFO, figures=boom))
+    monkeypatch.setattr(probes.warmup.probe, "INFO", replace(probes.warmup.probe.INFO, figures=boom))
     out = tmp_path / "o"
     code, stdout, stderr = _in_process(capsys, "check", FIXTURES / "healthy.py", "--runner",
                                        _script(tmp_path, []), "-o", out)

@@ -13,8 +13,9 @@ from diagnose.analysis import bisector, summary
 from diagnose.analysis.audit import audit
 from diagnose.session import Session
 from diagnose.source.edits import unified_diff
-from probes import scan as scan_source, warmup
 from probes.base import PlanContext
+from probes.door import scan as scan_source
+from probes.warmup import probe as warmup
 from tests.builders import run, session
 from tests.conftest import FIXTURES, cli
 

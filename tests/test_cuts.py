@@ -19,7 +19,8 @@ from rich.console import Console
 from diagnose.findings import CUT, clip
 from diagnose.output import console, markdown
 from diagnose.session import Session
-from probes import static_risks
+from probes import door
+from probes.door import static_risks
 from tests.conftest import ROOT
 
 
@@ -72,35 +73,12 @@ SLICED = {
     # code spans of the submission's text: marking the cut re-renders nine committed examples (see text.py)
     "diagnose/output/text.py": {'" ".join(str(text).split())[:limit]', "parts[:2]", "where[:3]", "parts[-2:]",
                                 "text[-limit:]"},                                 # a path's parts; tail() itself
-    "probes/autotune/__init__.py": {"recs[:20]"},                                          # evidence records
-    "probes/autotune/report.py": {"rows[:20]"},                                            # table rows
-    # the worker's hook imports nothing of diagnose's: values it records (a config's, a key's), not sentences
-    "probes/autotune/hook.py": {"str(v)[:80]", "str(x)[:80]"},
-    "probes/extension_build/__init__.py": {"made[:10]", "made[:4]", 'b["built"][:4]'},   # records; "and N more"
-    "probes/extension_build/report.py": {"rows[:12]", '(b.get("built") or [])[:6]'},   # table rows
-    # the worker's hook imports nothing of diagnose's: the records it sends, capped (values, not sentences)
-    "probes/extension_build/hook.py": {'[os.path.basename(str(x)) for x in (a.get("sources") or [])][:20]',
-                                       '[str(x) for x in (a.get("extra_cflags") or [])][:30]',
-                                       '[str(x) for x in (a.get("extra_cuda_cflags") or [])][:30]', "built[:50]"},
-    "probes/helion/hook.py": {'", ".join(f"{tuple(a.shape)}:{str(a.dtype).replace(\'torch.\', \'\')}" if '
-                              'hasattr(a, "shape") and\n                     hasattr(a, "dtype") else str(a)[:40] '
-                              'for a in args)[:300]', "str(a)[:40]", "str(e).strip().splitlines()[0][:300]"},
-    "probes/graph_capture/__init__.py": {"inside[:3]"},                                    # "and N more"
-    "probes/helion/__init__.py": {"tuned[:20]", "recs[:20]", "source.splitlines()[end[2] - 1]\n"
-                                "                      [: end[3] - 1]"},          # records; a source span
-    "probes/recompile/__init__.py": {"recs[:5]", "reasons[:3]"},                           # evidence records
-    # the worker's hook imports nothing of diagnose's: values it records (and an identity), not sentences
-    "probes/search/watch.py": {"lines[:6]", "kinds[:4]", "chain[:i]", 'chain[:leaf["depth"] + 1]', "recs[:-1]"},
-    "probes/search/places.py": {"list(added)[:KEYS_SHOWN]", "repr(k)[:80]", "repr(v)[:200]", "repr(obj)[:120]"},
-    "probes/search/__init__.py": {"returned_choices(ctx.tuning, ran)[:1]"},      # the deepest function only
-    "probes/search/key.py": {"code.co_varnames[:n]"},                            # a function's parameter names
-    "probes/helion_configs/__init__.py": {"recs[:20]"},                           # evidence records
-    "probes/helion_configs/pin.py": {"lines[:node.end_lineno]"},                  # the file through the kernel's def
-    "probes/helion_configs/hook.py": {"str(e).strip()[:200]"},     # a worker hook: no diagnose import, so no clip
-    "probes/recompile/hook.py": {"list(out)[:3]", "str(r)[:300]"},     # a worker hook: torch's first reasons, capped
     "diagnose/facts/measures.py": {'key[: -len("mean")]'},                        # a report key's stem
-    "probes/search/pin.py": {"lines[first.lineno - 1][:first.col_offset]"},      # a body line's indent
 }
+# ...and each probe's, as its package says them (its EXPECTED["sliced"], probes/spec.py): adding a probe touches its
+# package alone
+SLICED.update({f"probes/{name}/{file}": slices for name in door.names()
+               for file, slices in door.value(name, "EXPECTED", {}).get("sliced", {}).items()})
 WRITERS = sorted({*ROOT.glob("diagnose/output/*.py"), *ROOT.glob("diagnose/analysis/*.py"),
                   *ROOT.glob("diagnose/facts/*.py"), ROOT / "diagnose/triage/rows.py", *ROOT.glob("probes/**/*.py")})
 
@@ -123,6 +101,8 @@ def test_nothing_is_shortened_but_through_clip_or_a_named_slice():
     unnamed = {f: sorted(got - SLICED.get(f, set())) for f, got in found.items() if got - SLICED.get(f, set())}
     assert not unnamed, f"shorten text with findings.clip, or name the slice in SLICED with why: {unnamed}"
     assert len(WRITERS) > 50 and "diagnose/output/console.py" in found      # the check sees what it checks
+    stale = sorted(f for f in SLICED if not (ROOT / f).is_file())
+    assert not stale and "probes/search/watch.py" in SLICED, stale      # each probe's names a file it holds
 
 
 EXAMPLES = sorted((ROOT / "reports" / "examples").rglob("session.json"))

@@ -187,7 +187,8 @@ def test_records_cut_off_by_the_same_deadline_are_judged_per_record_and_per_call
     """Both runs tuned until the deadline: their seconds are alike, but the pin times fewer configs a key and the key
     without the float tunes at fewer calls. Each took part of the work away: neither 'ran unchanged' nor gone."""
     from diagnose.analysis.effect_calls import library_effect
-    from probes.autotune import records
+    from probes import door
+    records = door.of("autotune", "records")
 
     def bench(recs):
         return _run("x", [stage("benchmark", "timeout", wall=60.0, budget=60.0, probe_facts={"autotune": recs})])

@@ -10,7 +10,7 @@ from diagnose.analysis.effects import effect
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Phase, Session, StageResult
-from probes import BY_NAME
+from probes import door
 from probes.graph_capture import hook
 from probes.graph_capture.facts import compiled_inside_capture, outer_captures, step_captures
 from tests.builders import run, session
@@ -84,7 +84,7 @@ def test_the_runner_keeps_the_events_and_the_probe_pairs_them_into_captures_open
     assert step_captures(st) == [
         {"origin": "inductor", "phase": "first_call:a", "start_s": 3.5, "end_s": 4.0},
         {"origin": "outer", "phase": "first_call:a", "start_s": 3.0, "end_s": None}]      # open when it was stopped
-    spans = BY_NAME["graph_capture"].spans(st)
+    spans = door.ask("graph_capture", "spans", step=st)
     assert [(s["name"], s["own"]) for s in spans] == [("capture (inductor)", False), ("capture (outer)", True)]
     r = run("r0")
     r.stages = [st]

@@ -8,9 +8,9 @@ import json
 import types
 
 from diagnose.session import Session
-from probes import helion_configs, scan as scan_source
 from probes.base import RUN, TUNE, PlanContext
-from probes.helion_configs import hook
+from probes.door import scan as scan_source
+from probes.helion_configs import hook, probe as helion_configs
 from probes.helion_configs.evidence import chosen, searches, took
 from tests.conftest import ROOT
 

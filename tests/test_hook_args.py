@@ -11,8 +11,9 @@ from diagnose.runs.protocol import WorkerSpec
 from diagnose.runs.worker import plugins
 from diagnose.session import Role, Run, Session, StageResult
 from diagnose.status import Status
-from probes import scan as scan_source, search
 from probes.base import TUNE, Plan, PlanContext
+from probes.door import scan as scan_source
+from probes.search import probe as search
 from probes.search.evidence import kept_places, scanned_dicts
 from probes.search.hook import Hook
 from tests.conftest import FIXTURES, ROOT

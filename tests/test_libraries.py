@@ -7,8 +7,9 @@ import json
 import pytest
 
 from diagnose.session import Run, StageResult
-from probes import BY_NAME, scan as scan_source
+from probes import door
 from probes.base import RUN, PlanContext
+from probes.door import scan as scan_source
 from probes.extension_build.facts import step_builds
 from tests.conftest import FIXTURES, cli
 
@@ -53,7 +54,7 @@ def test_a_recompile_cut_off_by_the_deadline_is_evidence_in_both_forms(tmp_path)
     assert s["fix"]["toggle"] == "dynamic=True", s["fix"]["toggle"]
     base = Run.from_dict(next(r for r in s["runs"] if r["role"] == "baseline"))
     called = (L / "recompile_cutoff_call.py").read_text()
-    plan = BY_NAME["recompile"].plan(PlanContext(called, scan_source(called), False, base))
+    plan = door.ask("recompile", "plan", ctx=PlanContext(called, scan_source(called), False, base))
     assert plan.state == RUN and "still compiling" in plan.why, plan.why
     variant = plan.toggles[0].apply(called)
     ast.parse(variant)

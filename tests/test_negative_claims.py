@@ -9,7 +9,7 @@ from diagnose.analysis import bisector, summary
 from diagnose.analysis.audit import audit
 from diagnose.session import Phase, Role, Run, StageResult
 from diagnose.status import NOT_LOOKED, Status
-from probes import helion
+from probes.helion import probe as helion
 from probes.search.absent import absent_why
 from probes.search.evidence import NO_RETURN, unpinned
 from tests.builders import run, session

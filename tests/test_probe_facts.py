@@ -7,7 +7,7 @@ import types
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import SCHEMA_VERSION, Session, StageResult
-from probes import BY_NAME
+from probes import door
 from probes.extension_build import hook
 from probes.extension_build.facts import builds, step_builds
 from tests.conftest import ROOT
@@ -69,7 +69,7 @@ def test_the_runner_keeps_the_hooks_events_and_the_probe_reads_its_builds_back()
     assert (done["name"], done["ok"], done["built"]) == ("ext", True, [{"output": "m.so", "seconds": 2.0}])
     # still building when the deadline stopped the process: timed up to that stop, its lock found
     assert (cut["name"], cut["ok"], cut["seconds"], cut["found_lock"]) == ("late", None, 6.0, True)
-    assert BY_NAME["extension_build"].records(st) == [done, cut]        # what its toggle's measure reads
+    assert door.ask("extension_build", "records", step=st) == [done, cut]        # what its toggle's measure reads
 
 
 def test_a_session_of_the_schema_before_reads_its_builds_into_the_probes_facts():
@@ -106,13 +106,13 @@ class _Api:
 
 def test_a_hook_names_the_sampler_only_its_own_probes_mechanisms():
     import importlib
-    hooked = [m for m in BY_NAME.values() if m.INFO.hook]
+    hooked = [i for i in door.infos() if i.hook]
     seen = {}
-    for m in hooked:
+    for i in hooked:
         api = _Api()
-        importlib.import_module(m.INFO.hook).install(api)
-        assert {name for _, name in api.sampled} <= set(m.INFO.mechanisms), (m.INFO.name, api.sampled)
-        seen[m.INFO.name] = api
+        importlib.import_module(i.hook).install(api)
+        assert {name for _, name in api.sampled} <= set(i.mechanisms), (i.name, api.sampled)
+        seen[i.name] = api
     build = seen["extension_build"]
     assert build.imports == ["torch.utils.cpp_extension"]
     assert [n for _, n in build.sampled] == ["lock_wait:build", "extension_build"]
@@ -155,4 +155,4 @@ def test_the_helion_hook_says_each_search_and_the_probe_reads_it_back_cut_off_or
     done, cut = step_searches(st)
     assert (done["shape"], done["config"], done["done"]) == ("8", {"block_sizes": [16]}, True)
     assert (cut["shape"], cut["seconds"], cut["done"], cut["config"]) == ("16", 4.0, False, None)   # the end cut it
-    assert BY_NAME["helion"].records(st) == [done, cut]
+    assert door.ask("helion", "records", step=st) == [done, cut]

@@ -4,8 +4,7 @@ import types
 
 from diagnose.runs.worker import imports, plugins
 from diagnose.session import Run, StageResult
-from probes import BY_NAME
-from probes.numerics import hook as numerics_hook
+from probes.numerics import hook as numerics_hook, probe as numerics
 from probes.numerics.facts import step_wrong
 from probes.recompile import hook as recompile_hook
 from probes.recompile.facts import recompile_records
@@ -22,7 +21,7 @@ def _stage(**kw) -> StageResult:
 def test_an_old_sessions_numerics_field_reads_as_the_hooks_event():
     old, new = _stage(numerics=WRONG), _stage(probe_facts={"numerics": [{"event": "wrong", "t": 1.0, **WRONG}]})
     assert step_wrong(old) == step_wrong(new) == WRONG and step_wrong(_stage()) == {}
-    mod = BY_NAME["numerics"]
+    mod = numerics
     assert mod.wrong_by(old) == ("max abs error 0.5, max rel error 0.25; 2 of 4 elements outside rtol=0.001 "
                                  "atol=0.001; worst at [1]: got 2.5, expected 2")
     lines = mod.failure(old)

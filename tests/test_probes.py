@@ -5,10 +5,11 @@ import pytest
 import torch
 
 from diagnose.source.edits import set_kw, unified_diff
-from probes import BY_NAME, REGISTRY, scan as scan_source
+from probes import door
 from probes.base import ABSENT, NOT_APPLICABLE, RUN, PlanContext
-from probes.graph_capture import capture_off
-from probes.import_init import defer
+from probes.door import scan as scan_source
+from probes.graph_capture.probe import capture_off
+from probes.import_init.probe import defer
 from tests.conftest import EXAMPLES, FIXTURES
 
 ROUND9 = (EXAMPLES / "round9.py").read_text()
@@ -16,7 +17,7 @@ ROUND9 = (EXAMPLES / "round9.py").read_text()
 
 def plans(src, gpu=True, baseline=None, cases=()):
     ctx = PlanContext(src, scan_source(src), gpu, baseline, cases=list(cases))
-    return {m.INFO.name: m.plan(ctx) for m in REGISTRY}
+    return door.results("plan", ctx=ctx)
 
 
 def changed_lines(diff):
@@ -24,7 +25,7 @@ def changed_lines(diff):
 
 
 def test_registry_is_ordered_and_complete():
-    names = [m.INFO.name for m in REGISTRY]
+    names = list(door.names())
     assert names[:2] == ["graph_capture", "compile_mode"]
     assert set(names) >= {"compile_mode", "fullgraph", "warmup", "import_init", "graph_capture", "cache", "recompile",
                           "autotune", "extension_build", "helion", "search"}
@@ -32,12 +33,11 @@ def test_registry_is_ordered_and_complete():
 
 def test_round9_every_toggle_is_valid_and_minimal():
     p = plans(ROUND9)
-    # cache is decided from the baseline's run; import_init starts from the source (L56 runs the file's own
-    # class at import), and recompile would too if the task's cases came in several shapes (none given here)
-    assert {n: pl.state for n, pl in p.items()} == {
-        "graph_capture": RUN, "compile_mode": RUN, "recompile": ABSENT, "fullgraph": RUN, "warmup": RUN,
-        "import_init": RUN, "cache": RUN, "autotune": ABSENT, "extension_build": ABSENT, "numerics": ABSENT,
-        "helion": ABSENT, "helion_configs": ABSENT, "search": ABSENT}
+    # each probe says its own state here (its EXPECTED["round9"], with why beside it): adding a probe touches its
+    # package alone, and one that says none fails here
+    expected = {n: door.value(n, "EXPECTED", {}).get("round9") for n in door.names()}
+    assert {n: pl.state for n, pl in p.items()} == expected
+    assert expected["graph_capture"] == RUN and expected["search"] == ABSENT    # the table is read, not empty
     for pl in p.values():
         for t in pl.toggles:
             if not t.apply:
@@ -170,9 +170,10 @@ def test_recompile_and_import_work_start_from_the_source_where_it_says_enough():
 
 
 def test_every_probe_declares_its_info():
-    for m in REGISTRY:
-        assert m.INFO.name and m.INFO.suspect and m.INFO.finds and m.INFO.toggles
-        assert BY_NAME[m.INFO.name] is m
+    assert [i.name for i in door.infos()] == list(door.names())
+    for name in door.names():
+        i = door.info(name)
+        assert i.name == name and i.suspect and i.finds and i.toggles
 
 
 def test_deferring_moves_what_depends_on_the_moved_work():
@@ -208,7 +209,7 @@ def test_deferring_moves_what_depends_on_the_moved_work():
     ("while time.perf_counter() - t0 < 2.0:", "while time.perf_counter() - t0 < 0:"),
 ])
 def test_warmup_counts_however_they_are_written(loop, expect):
-    from probes.warmup import set_count
+    from probes.warmup.probe import set_count
     src = textwrap.dedent(f'''
         import time
         import torch
@@ -240,10 +241,10 @@ def test_warmup_counts_however_they_are_written(loop, expect):
 def test_every_removing_toggle_composes_on_round9_including_evidence_located_ones():
     """Toggles located from the baseline's evidence (import work, warmup loops) find their statements
     again in a source the other toggles have edited: lines move, their text does not."""
-    from probes.warmup import set_count
+    from probes.warmup.probe import set_count
     src = ROUND9
     heavy = next(i for i, ln in enumerate(src.splitlines(), 1) if ln.startswith("_santos_cache ="))
-    from probes.import_init import statements_at
+    from probes.import_init.probe import statements_at
     texts = statements_at(src, (heavy,))
     loops = tuple(ln.strip() for ln in src.splitlines() if ln.strip() == "for _ in range(10):")
     v = plans(src)["graph_capture"].toggles[0].apply(src)           # inserts a helper: every line moves

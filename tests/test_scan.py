@@ -1,7 +1,7 @@
 """The static scan on the seed-derived fixtures and on tricky code."""
 import textwrap
 
-from probes import scan as scan_source
+from probes.door import scan as scan_source
 from tests.conftest import EXAMPLES
 
 
@@ -239,22 +239,23 @@ def test_each_suspects_sites_come_from_its_own_probes_finder():
     """The scan finds what every suspect shares (compile calls, compiler settings); every other site kind comes
     from one probe's finder (its package's find.py), which finds the sites its INFO.sites reads: a site kind that
     two finders made, or that no probe reads, would be knowledge of one probe kept in another place."""
-    import probes
     from diagnose.source.scan import scan_source as own_scan
+    from probes import door
+    from probes.finders import finders
     from tests.conftest import FIXTURES
     sources = [p.read_text(encoding="utf-8") for p in sorted(FIXTURES.rglob("*.py"))] + \
         [p.read_text(encoding="utf-8") for p in sorted(EXAMPLES.glob("*.py"))]
     own = {s.suspect for src in sources for s in own_scan(src, finders=()).sites}
     assert own == {"compile", "config"}, own
     made: dict[str, set[str]] = {}
-    for m in probes.REGISTRY:
-        if hasattr(m, "find"):
-            kinds = {s.suspect for src in sources for s in own_scan(src, finders=[m.find]).sites} - own
-            assert kinds, f"{m.INFO.name}'s finder found nothing in {len(sources)} sources: this checks nothing"
-            made.update({k: made.get(k, set()) | {m.INFO.name} for k in kinds})
-            assert set(m.INFO.sites) - own <= kinds, (m.INFO.name, m.INFO.sites, kinds)
-    assert all(len(by) == 1 for by in made.values()), made
-    read = {k for m in probes.REGISTRY for k in m.INFO.sites}
+    for find in finders():
+        info = door.info(find.__module__.split(".")[1])
+        kinds = {s.suspect for src in sources for s in own_scan(src, finders=[find]).sites} - own
+        assert kinds, f"{info.name}'s finder found nothing in {len(sources)} sources: this checks nothing"
+        made.update({k: made.get(k, set()) | {info.name} for k in kinds})
+        assert set(info.sites) - own <= kinds, (info.name, info.sites, kinds)
+    assert len(made) >= 6 and all(len(by) == 1 for by in made.values()), made
+    read = {k for i in door.infos() for k in i.sites}
     assert set(made) - read <= {"helion_table"}, set(made) - read     # a per-shape table: the helion pins edit it
-    full = {s.suspect for src in sources for s in probes.scan(src).sites}
+    full = {s.suspect for src in sources for s in door.scan(src).sites}
     assert full == own | set(made)

@@ -10,8 +10,10 @@ from diagnose.findings import rule_in
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
 from diagnose.tasks.rules import evaluator_rules
-from probes import helion as helion_config, scan as scan_source, search as search_pin
 from probes.base import CANNOT_TOGGLE, RUN, TUNE, PlanContext
+from probes.door import scan as scan_source
+from probes.helion import probe as helion_config
+from probes.search import probe as search_pin
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TABLE = (FIXTURES / "helion" / "table_no_config.py").read_text()
@@ -172,7 +174,7 @@ def test_a_harness_rule_with_no_verified_fix_is_named_as_the_rule_with_the_strat
 def test_a_disk_cached_autotune_is_tuned_by_the_compile_steps_warm_up():
     """cache_results=True on every @triton.autotune (set, or turned on where it was False), and a __main__
     block that runs each distinct shape once; a block the file has keeps its own statements first."""
-    from probes.autotune import cache_on_disk
+    from probes.autotune.probe import cache_on_disk
     src = (FIXTURES / "gpu" / "triton_autotune.py").read_text()
     cases = json.dumps([{"m": 64, "n": 128, "k": 256, "seed": 1}, {"m": 64, "n": 128, "k": 256, "seed": 2},
                         {"m": 32, "n": 96, "k": 64, "seed": 3}])

@@ -195,13 +195,13 @@ def test_a_probe_with_evidence_of_its_own_keeps_it_in_its_own_package():
     the probe's INFO names (worker/plugins.py), the runner keeps its events as they came (stage_facts), and only the
     probe reads them. So the hook lives in the probe's package and imports nothing of diagnose's (the worker
     imports nothing above it); and no module of diagnose's names a probe's hook or reads one probe's facts."""
-    import probes
-    hooked = [m for m in probes.REGISTRY if m.INFO.hook]
+    from probes import door
+    hooked = [m for m in door.modules() if m.INFO.hook]
     assert hooked, "no probe records evidence of its own: this test checks nothing"
     wrong = []
     for mod in hooked:
-        pkg = mod.__name__
-        if not (mod.__file__.endswith("__init__.py") and mod.INFO.hook.startswith(pkg + ".")):
+        pkg = mod.__name__.rsplit(".", 1)[0]
+        if not (mod.__file__.endswith("probe.py") and mod.INFO.hook.startswith(pkg + ".")):
             wrong.append(f"{pkg}: its hook {mod.INFO.hook} is not in its own package")
         path = ROOT / (mod.INFO.hook.replace(".", "/") + ".py")
         own = [m for m in _imports(path) if m.startswith(("diagnose", "probes")) and not m.startswith(pkg)]
@@ -245,13 +245,12 @@ def probe_files() -> dict[str, list[str]]:
     """Per probe, the modules of diagnose/ whose code names it (its name as a literal or a definition) or one of
     the words that carry its evidence (its WORDS, its INFO.mechanisms, as any name): what it knows outside its
     package."""
-    import probes
+    from probes import door
     names = {p.relative_to(ROOT).as_posix(): _names_in(p) for p in sorted((ROOT / "diagnose").rglob("*.py"))}
     out = {}
-    for m in probes.REGISTRY:
-        words = {*getattr(m, "WORDS", ()), *m.INFO.mechanisms}
-        out[m.INFO.name] = [f for f, (said, attrs) in names.items()
-                            if m.INFO.name in said or words & (said | attrs)]
+    for i in door.infos():
+        words = {*door.value(i.name, "WORDS", ()), *i.mechanisms}
+        out[i.name] = [f for f, (said, attrs) in names.items() if i.name in said or words & (said | attrs)]
     return out
 
 
@@ -265,5 +264,111 @@ def test_a_probe_lives_in_its_package():
     spread = {name: files for name, files in probe_files().items() if len(files) > 2}
     assert {n: len(f) for n, f in spread.items()} == STILL_SPREAD, spread
     # the words are read from the registry: a probe that carries evidence names it, so the count can see it
-    import probes
-    assert all(getattr(probes.BY_NAME[n], "WORDS", None) for n in ("extension_build", "autotune", "helion"))
+    from probes import door
+    assert all(door.value(n, "WORDS") for n in ("extension_build", "autotune", "helion"))
+
+
+# The one door (probes/door.py): diagnose/ reaches the probes through it (and the plain types of probes/base.py),
+# never by importing a probe's package; the door's module list is for the contract's tests alone.
+DOOR = {"probes", "probes.door", "probes.base"}
+
+
+def _probe_packages(root: Path) -> set[str]:
+    return {d.name for d in (root / "probes").iterdir() if (d / "__init__.py").is_file()}
+
+
+def behind_the_door(root: Path) -> list[str]:
+    """Each import in diagnose/ (a lazy one inside a function too) that reaches past the door into the probes."""
+    wrong = []
+    for p in sorted((root / "diagnose").rglob("*.py")):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for m in sorted(_imports(p, submodules=True)):
+            if m.split(".")[0] == "probes" and m not in DOOR and not m.startswith(("probes.door.", "probes.base.")):
+                wrong.append(f"{p.relative_to(root)} imports {m}")
+        wrong += [f"{p.relative_to(root)}:{n.lineno} takes the door's module list" for n in ast.walk(tree)
+                  if isinstance(n, ast.Attribute) and n.attr == "modules" and getattr(n.value, "id", "") == "door"]
+    return wrong
+
+
+def arrows_back_up(root: Path) -> list[str]:
+    """Inside probes/: the modules below the probes (probes/*.py: the contract, the types, the registry's names,
+    the finders, the door) import no probe's package (the door and the finders load them by name), a probe's
+    package imports neither the door nor the registry, and no package's __init__ imports anything (a run's
+    process that loads a hook must load nothing else)."""
+    pkgs, wrong = _probe_packages(root), []
+    for p in sorted((root / "probes").rglob("*.py")):
+        rel, mods = p.relative_to(root), _imports(p, submodules=True)
+        if p.name == "__init__.py":
+            wrong += [f"{rel} imports {m}" for m in sorted(_imports(p) - {"__future__"})]
+        elif p.parent.name == "probes":
+            wrong += [f"{rel} imports {m}" for m in sorted(mods) if m.split(".")[:2][-1] in pkgs
+                      and m.startswith("probes.")]
+        else:
+            wrong += [f"{rel} imports {m}" for m in sorted(mods) if m in ("probes.door", "probes.registry")]
+    return wrong
+
+
+def test_diagnose_reaches_the_probes_only_through_the_door():
+    wrong = behind_the_door(ROOT)
+    assert not wrong, wrong
+    users = [p for p in (ROOT / "diagnose").rglob("*.py") if "probes.door" in _imports(p, submodules=True)]
+    assert len(users) >= 15, len(users)       # the check sees what it checks: the analysis, output, triage, engine
+
+
+def test_no_arrow_runs_back_up_inside_probes():
+    wrong = arrows_back_up(ROOT)
+    assert not wrong, wrong
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for rel, text in {**{f"probes/{n}/__init__.py": '"""x"""' for n in ("search", "helion")},
+                      "probes/__init__.py": '"""x"""', **files}.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    return tmp_path
+
+
+def test_the_door_rule_bites(tmp_path):
+    """The checks above fail on a module that reaches a probe past the door, or a probe that imports the door."""
+    root = _tree(tmp_path, {
+        "diagnose/analysis/ok.py": "from probes import door\nfrom probes.base import RUN\nfrom probes.door import ask",
+        "diagnose/analysis/eager.py": "from probes.search import probe",
+        "diagnose/output/named.py": "from probes import helion",
+        "diagnose/triage/lazy.py": "def f():\n    import probes.search.facts",
+        "diagnose/engine/listed.py": "from probes import door\nMODS = door.modules()",
+    })
+    assert sorted(behind_the_door(root)) == [
+        "diagnose/analysis/eager.py imports probes.search", "diagnose/analysis/eager.py imports probes.search.probe",
+        "diagnose/engine/listed.py:2 takes the door's module list", "diagnose/output/named.py imports probes.helion",
+        "diagnose/triage/lazy.py imports probes.search.facts"]
+    root = _tree(tmp_path / "up", {
+        "probes/base.py": "from probes.search import probe",
+        "probes/finders.py": "from probes.registry import ORDER",
+        "probes/helion/probe.py": "from probes import door",
+        "probes/search/find.py": "from probes.registry import ORDER",
+        "probes/search/__init__.py": "from probes.search.probe import INFO",
+    })
+    assert sorted(arrows_back_up(root)) == [
+        "probes/base.py imports probes.search", "probes/base.py imports probes.search.probe",
+        "probes/helion/probe.py imports probes.door", "probes/search/__init__.py imports probes.search.probe",
+        "probes/search/find.py imports probes.registry"]
+
+
+@pytest.mark.e2e
+def test_a_runs_process_that_loads_the_hooks_loads_nothing_of_the_parents():
+    """What the worker does (diagnose/runs/worker/plugins.py): import each hook by its name, in a fresh process.
+    Nothing of diagnose's and no probe's parent side (probe.py, the door, the registry) comes with them."""
+    import subprocess
+    import sys
+
+    from probes.door import worker_hooks
+    hooks = worker_hooks()
+    code = ("import importlib, sys\nfor h in sys.argv[1:]: importlib.import_module(h)\n"
+            "print('\\n'.join(m for m in sys.modules if m.split('.')[0] in ('diagnose', 'probes')))")
+    loaded = subprocess.run([sys.executable, "-c", code, *hooks], cwd=ROOT, capture_output=True, text=True,
+                            timeout=60, check=True).stdout.split()
+    assert set(hooks) <= set(loaded) and len(hooks) >= 6, (hooks, loaded)
+    parents = [m for m in loaded if m.startswith("diagnose") or m in ("probes.door", "probes.registry", "probes.base",
+                                                                        "probes.spec", "probes.finders")
+               or m.endswith((".probe", ".find", ".facts", ".report"))]
+    assert not parents, parents

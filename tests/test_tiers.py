@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from probes.registry import ORDER
 from tests import conftest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -26,6 +27,12 @@ OTHER_PROCESSES = {
 }
 ENTRY_POINTS = ("__main__",)          # `python -m diagnose`, `python -m diagnose.runs.worker`
 HOOK = "hook"                         # probes/<name>/hook.py: loaded by name in the child worker
+
+
+# What probes/door.py and probes/finders.py load by the registry's names rather than by an import statement:
+# reaching them reaches each probe's probe.py and its find.py
+LOADED_BY_NAME = {"probes.door": {f"probes.{n}.probe" for n in ORDER},
+                  "probes.finders": {f"probes.{n}.find" for n in ORDER}}
 
 
 def _modules() -> dict[str, Path]:
@@ -80,7 +87,7 @@ def _reach(roots: set[str], known: dict) -> set[str]:
         if m in seen or m not in known:
             continue
         seen.add(m)
-        todo += list(_code_imports(known[m], known))
+        todo += list(_code_imports(known[m], known)) + sorted(LOADED_BY_NAME.get(m, ()))
         todo += [".".join(m.split(".")[:i]) for i in range(1, m.count(".") + 1)]
     return seen
 

@@ -125,7 +125,7 @@ def _claims(s: Session, claims: list[Claim]) -> list[Finding]:
 
 
 def _cleared(s: Session) -> list[Finding]:
-    from probes import BY_NAME
+    from probes import door
     out, base = [], s.baseline
     blamed = {p for c in s.causes for p in c.suspects}
     site = (s.verdict.site or {}).get("line")
@@ -136,8 +136,7 @@ def _cleared(s: Session) -> list[Finding]:
         claim = cleared_key(c.probe)
         if c.probe in blamed:
             out.append(Finding("cleared-blamed", claim, "the same suspect is named as a cause"))
-        mod = BY_NAME.get(c.probe)
-        info = mod.INFO if mod else None
+        info = door.info(c.probe) if door.known(c.probe) else None
         if info is not None and info.seen is not None and base is not None and not info.seen(base):
             out.append(Finding("cleared-acted", claim, f"the baseline never showed {info.describe}, so there was "
                                                        f"nothing for the toggle to remove"))

@@ -29,8 +29,8 @@ def _init_seen(s: Session, base: Run | None) -> bool:
 
 
 def _probe_line(s: Session, c: Claim) -> list[tuple[str, str, str]]:
-    from probes import BY_NAME
-    hook = getattr(BY_NAME.get(c.title), "negatives", None)
+    from probes import door
+    hook = door.of(c.title, "negatives")
     line = next((p for p in s.probes if p.get("name") == c.title), None)
     return [(rule, c.key, missing) for rule, missing in hook(s, line)] if hook and line else []
 

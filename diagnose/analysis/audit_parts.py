@@ -23,7 +23,7 @@ RULES = ("edit-parts",)
 
 
 def parts(s: Session) -> list[tuple[str, str, str]]:
-    from probes import BY_NAME
+    from probes import door
     out, base = [], s.baseline
     for c in s.causes if base is not None else []:
         if str(c.kind) != "mechanism" or not c.changes_outcome:
@@ -32,7 +32,7 @@ def parts(s: Session) -> list[tuple[str, str, str]]:
                      and r.probe in c.suspects and compare(s, base, r) == Compared.FIXED), None)
         for line, call in taken_calls(s, base, lead) if lead is not None else []:
             named = f"`{call['text']}`" in c.narrative
-            count = BY_NAME[lead.probe].INFO.describe if lead.probe in BY_NAME else lead.probe
+            count = door.info(lead.probe).describe if door.known(lead.probe) else lead.probe
             credits_count = c.narrative.lower().startswith(count.lower())
             runs = apart(s, base, lead.probe, line, call)
             took = f"{lead.id} ({lead.toggle}) took away the call `{call['text']}` at L{line} with the count"

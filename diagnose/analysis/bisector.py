@@ -49,7 +49,7 @@ from diagnose.facts.measures import geomean, steady_us
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, CauseKind, Compared, Confidence, Status
-from probes import BY_NAME, ORDER
+from probes import door
 
 
 def _failing(session: Session, base: Run) -> bool:
@@ -78,7 +78,7 @@ def minimal_set(session: Session, removers: list[str], fails, prefetch=None) -> 
         return
     # two probes whose toggles act on one statement are one suspect: the owner stays, the other is not searched
     ordered = sorted(set(removers) - subsumed(session, base) - set(one_suspect(session, single_runs(session))),
-                     key=ORDER.index)
+                     key=door.names().index)
     known = [p for p in fixing if p in ordered]
     if prefetch:
         prefetch([ordered, [], known] if known else [ordered, []])
@@ -105,7 +105,7 @@ def _fixers(session: Session, base: Run) -> list[Run]:
     that suspect's work away (effects.py), and no other probe owns the statement it edited."""
     singles = single_runs(session)
     merged = one_suspect(session, singles)
-    return [r for r in singles if BY_NAME[r.probe].INFO.fixes and r.probe not in merged
+    return [r for r in singles if door.info(r.probe).fixes and r.probe not in merged
             and compare(session, base, r) == Compared.FIXED and credit(session, base, r) is None]
 
 
@@ -116,12 +116,12 @@ def subsumed(session: Session, base: Run) -> set[str]:
     fixers = _fixers(session, base)
     probes = {r.probe for r in fixers}
     blunt = {p for p in probes if all(toggle_rank(r) == 0 for r in fixers if r.probe == p)}
-    return {p for p in blunt if any(p in BY_NAME[q].INFO.requires for q in probes - {p})}
+    return {p for p in blunt if any(p in door.info(q).requires for q in probes - {p})}
 
 
 def fixing_probes(session: Session, base: Run) -> list[str]:
     """Probes with a single toggle that fixes the failure alone, less the subsumed ones."""
-    return sorted({r.probe for r in _fixers(session, base)} - subsumed(session, base), key=ORDER.index)
+    return sorted({r.probe for r in _fixers(session, base)} - subsumed(session, base), key=door.names().index)
 
 
 # -- conclusions ------------------------------------------------------------------------------------------
@@ -214,14 +214,13 @@ def _inconclusive(session: Session, base: Run, singles: list[Run], verdicts: dic
                                f"{r.toggle}: {r.id} passed, but {unjudged(session, r)}")
             elif verdicts[r.id] == Compared.FIXED and (why := credit(session, base, r)):
                 reasons.append(f"{r.toggle}: {r.id} got past the failure, but {why}: it is not "
-                               f"credited to {BY_NAME[probe].INFO.describe}")
+                               f"credited to {door.info(probe).describe}")
         session.inconclusive.append(Inconclusive(probe=probe, reason="; ".join(reasons) or "no usable run",
                                                  evidence=[r.id for r in runs]))
 
 
 def _describe(probe: str, toggles: list[str]) -> str:
-    mod = BY_NAME[probe]
-    return mod.describe(toggles) if hasattr(mod, "describe") else mod.INFO.describe
+    return door.ask(probe, "describe", fixing=toggles) if door.has(probe, "describe") else door.info(probe).describe
 
 
 def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list[Run]) -> Cause:
@@ -252,7 +251,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         far_off = far(session, lead, next((st for st in lead.stages if st.status in OVER), None)) if lead else None
         if far_off and fixes != "fixes it":
             narrative += f" It does not fit yet: in {lead.id}, {far_off}."
-        reason = BY_NAME[p].mechanism(session, base) if hasattr(BY_NAME[p], "mechanism") else None
+        reason = door.ask(p, "mechanism", session=session, base=base)
         if reason:
             narrative += f" {reason}"
     deciding = [base] + [r for p in minimal for r in by[p]] + (combos if len(minimal) > 1 or not by[minimal[0]] else [])

@@ -82,18 +82,18 @@ FIGURES_FAILED = "figures failed"
 def _measures(s: Session) -> list[Claim]:
     """Each probe's figures. One that raises (a bug of ours) is a claim naming the probe and the error, resting
     on no run, and the others go on: a figure is never worth the report."""
-    from probes import REGISTRY
+    from probes import door
     out = []
-    for m in REGISTRY:
+    for i in door.infos():
         try:
-            figures = list(m.INFO.figures(s)) if m.INFO.figures else []
+            figures = list(i.figures(s)) if i.figures else []
         except Exception as e:  # noqa: BLE001 - contained: the report and the session must still be written
             why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}".rstrip(": ")
-            out.append(Claim(f"{m.INFO.name} {FIGURES_FAILED}", "measure", m.INFO.name,
-                             f"The {m.INFO.name} probe's figures could not be derived (a bug in diagnose): {why}",
+            out.append(Claim(f"{i.name} {FIGURES_FAILED}", "measure", i.name,
+                             f"The {i.name} probe's figures could not be derived (a bug in diagnose): {why}",
                              (), ("claim-runs",)))
             continue
-        out += [Claim(key, "measure", m.INFO.name, text, tuple(runs), ("claim-runs",)) for key, text, runs in figures]
+        out += [Claim(key, "measure", i.name, text, tuple(runs), ("claim-runs",)) for key, text, runs in figures]
     return out
 
 

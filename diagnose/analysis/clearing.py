@@ -19,7 +19,7 @@ from diagnose.analysis.evidence import effective
 from diagnose.findings import Cleared, Inconclusive
 from diagnose.session import Run, Session
 from diagnose.status import Compared
-from probes import BY_NAME, ORDER
+from probes import door
 
 
 def _leave(session: Session, probe: str, evidence: list[str], reason: str) -> None:
@@ -47,7 +47,7 @@ def acted(session: Session, base: Run, runs: list[Run]) -> tuple[list[Run], list
 
 def _why_not_cleared(session: Session, base: Run, probe: str, used: list[Run]) -> str | None:
     """The reason the runs cannot clear this suspect, before any effect is measured; None when they may."""
-    info = BY_NAME[probe].INFO
+    info = door.info(probe)
     toggles = ", ".join(r.toggle for r in used)
     machine = next((m for m in map(depends_on_machine, used + [base]) if m), "")
     if machine:     # the same outcome here may come from this machine's state: it clears nothing
@@ -73,7 +73,7 @@ def cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bla
     out = []
     if not failing:
         return out
-    for probe in sorted({r.probe for r in singles} - blamed, key=ORDER.index):
+    for probe in sorted({r.probe for r in singles} - blamed, key=door.names().index):
         runs = [r for r in singles if r.probe == probe]
         used = [r for r in runs if verdicts[r.id] == Compared.SAME]
         if not used or any(verdicts[r.id] in (Compared.FIXED, Compared.DIFFERENT, Compared.THIN) for r in runs):
@@ -85,7 +85,7 @@ def cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bla
             continue
         good, whats, why_not = acted(session, base, used)
         if not good:
-            _leave(session, probe, ids, "; ".join(why_not) + f": nothing shows {BY_NAME[probe].INFO.describe} is "
+            _leave(session, probe, ids, "; ".join(why_not) + f": nothing shows {door.info(probe).describe} is "
                                                               f"not the cause")
             continue
         conf = all(effective(session, r).confirmed for r in good + [base])
@@ -94,7 +94,7 @@ def cleared(session: Session, base: Run, singles: list[Run], verdicts: dict, bla
         note = f" ({'; '.join(why_not) or ', '.join(skipped) + ' tested nothing: see inconclusive'})" if skipped else ""
         out.append(Cleared(probe=probe, toggles=[r.toggle for r in good], outcome=effective(session, base).outcome,
                            narrative=f"{', '.join(r.toggle for r in good)}: took it away ({measured}) and still "
-                                     f"{base.outcome} at the same place — {BY_NAME[probe].INFO.describe} is not the "
+                                     f"{base.outcome} at the same place — {door.info(probe).describe} is not the "
                                      f"cause{note}.",
                            evidence=[base.id] + [r.id for r in good], confirmed=conf))
         session.inconclusive = [i for i in session.inconclusive if i.probe != probe]

@@ -11,7 +11,7 @@ from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, judged_s
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
-from probes import BY_NAME
+from probes import door
 
 WORDS = {Status.CRASH: "the crash", Status.TIMEOUT: "the timeout", Status.WRONG: "the wrong result",
          Status.AT_RISK: "the budget risk", Status.TAMPERED: "the tampering"}
@@ -128,7 +128,7 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
         if at == there:
             return Compared.SAME
         return Compared.DIFFERENT if at < there else (
-            Compared.SAME if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else Compared.MOVED)
+            Compared.SAME if door.known(run.probe) and door.info(run.probe).moves_work else Compared.MOVED)
     if rp is None and not _got_past(run, bp):     # not failed yet is not fixed: it must have got there
         return Compared.UNKNOWN
     if e.outcome in FAILURES:
@@ -141,7 +141,7 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
         if bp is None or rp is None or not is_later(rp, bp):
             return Compared.DIFFERENT
         if e.outcome == b.outcome:     # the same kind of failure, later
-            return Compared.SAME if run.probe in BY_NAME and BY_NAME[run.probe].INFO.moves_work else Compared.MOVED
+            return Compared.SAME if door.known(run.probe) and door.info(run.probe).moves_work else Compared.MOVED
         return Compared.FIXED     # it got past the baseline's failure and failed later, on something else
     if e.outcome == Status.OK and b.outcome in FAILURES + (Status.AT_RISK,) and (
             thin(session, run) or unjudged(session, run)):
@@ -155,19 +155,19 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
 
 def single_runs(session: Session) -> list[Run]:
     """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
-    active = {p["name"] for p in session.probes if p["state"] == PlanState.RUN} if session.probes else set(BY_NAME)
-    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
+    active = {p["name"] for p in session.probes if p["state"] == PlanState.RUN} if session.probes else set(door.names())
+    return [r for r in session.runs if r.role == Role.SINGLE and door.known(r.probe) and r.probe in active]
 
 
 def toggle_rank(t) -> int:
     """How specific a toggle (or a run of one) is: its probe's rank for the fragment its label holds."""
-    ranks = BY_NAME[t.probe].INFO.ranks
+    ranks = door.info(t.probe).ranks
     frag = next((f for f in ranks if f in (getattr(t, "toggle", None) or getattr(t, "label", "") or "")), None)
     return ranks[frag] if frag else 1
 
 
 def probe_site(session: Session, probe: str) -> dict | None:
-    kinds = BY_NAME[probe].INFO.sites
+    kinds = door.info(probe).sites
     hit = next((s for s in session.scan if s["suspect"] in kinds), None)
     return {"file": session.submission.get("path"), "line": hit["line"], "code": hit["code"]} if hit else None
 

@@ -35,7 +35,7 @@ from diagnose.facts.observed import loops
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
 from diagnose.status import Status
-from probes import BY_NAME, REGISTRY
+from probes import door
 
 __all__ = ["Effect", "credit", "effect", "one_suspect", "same_place"]
 
@@ -44,35 +44,37 @@ def effect(session: Session, base: Run, run: Run) -> Effect:
     """What run's toggle changed against the baseline, by what its probe says the toggle takes away."""
     if run.source_sha == base.source_sha and not run.switches:
         return Effect(None, False, f"{run.id} ran the submission unchanged", identical=True)
-    mod = BY_NAME.get(run.probe or "")
-    measure = MEASURES.get(mod.INFO.takes_away if mod is not None else None)
+    probe = run.probe if door.known(run.probe) else None
+    measure = MEASURES.get(door.info(probe).takes_away if probe is not None else None)
     if measure is None:
         return Effect(None, None, "its probe names no measure of what its toggle takes away")
-    return measure(session, base, run, mod)
+    return measure(session, base, run, probe)
 
 
 # What a toggle takes away (ProbeInfo.takes_away) -> how it is measured: (session, base, run, its probe) -> Effect
 MEASURES = {
-    "lines": lambda session, base, run, mod: _took(mod, base, run, _got_past(
-        session, base, run, lines_effect(session, base, run, mod.INFO.sites))),
+    "lines": lambda session, base, run, probe: _took(probe, base, run, _got_past(
+        session, base, run, lines_effect(session, base, run, door.info(probe).sites))),
     # the compile calls' settings the probes' toggles set (COMPILE_KWARGS), and what they count (count, COUNTS)
-    "compile": lambda session, base, run, mod: compile_effect(
-        base, run, {k for m in REGISTRY for k in getattr(m, "COMPILE_KWARGS", ())},
-        [(m.count, m.COUNTS) for m in REGISTRY if m.INFO.takes_away == "compile" and hasattr(m, "count")]),
+    "compile": lambda session, base, run, probe: compile_effect(
+        base, run, {k for ks in door.values("COMPILE_KWARGS") for k in ks},
+        [(door.of(p, "count"), door.value(p, "COUNTS")) for p in door.implementing("count")
+         if door.info(p).takes_away == "compile"]),
     # the probe measures its own evidence (its `measure` hook): (reached, removed, what)
-    "measure": lambda session, base, run, mod: Effect(*mod.measure(base, run)),
+    "measure": lambda session, base, run, probe: Effect(*door.ask(probe, "measure", base=base, run=run)),
     # the probe's own records, read from its facts (its `records` hook), in its words (RECORDS)
-    "records": lambda session, base, run, mod: library_effect(base, run, mod.records, mod.RECORDS),
-    "switch": lambda session, base, run, mod: switch_effect(base, run, [BY_NAME[p].records for p in mod.SAVES]),
+    "records": lambda session, base, run, probe: library_effect(base, run, door.of(probe, "records"),
+                                                                door.value(probe, "RECORDS")),
+    "switch": lambda session, base, run, probe: switch_effect(base, run, [door.of(p, "records")
+                                                                        for p in door.value(probe, "SAVES")]),
 }
 
 
-def _took(mod, base: Run, run: Run, e: Effect) -> Effect:
+def _took(probe: str, base: Run, run: Run, e: Effect) -> Effect:
     """A probe that can see its suspect's work in the run itself (`took(base, run)`: the search probe's hook saw
     candidates timed) overrides the time measure: a run that still did the work did not take the toggle, however
     its time fell; one that shows the work gone took it, where the time measure could not say."""
-    seen = getattr(mod, "took", None)
-    verdict = seen(base, run) if seen is not None else None
+    verdict = door.ask(probe, "took", base=base, run=run)
     if verdict is None or e.identical:
         return e
     gone, what = verdict     # given only where the baseline's own run did the work: reached, whatever sampled it
@@ -103,7 +105,7 @@ def _got_past(session: Session, base: Run, run: Run, e: Effect) -> Effect:
     st = base.failed_stage
     if e.removed is not False or e.moved or not b or st is None or st.status != Status.TIMEOUT:
         return e
-    spans = suspect_spans(session, run, BY_NAME[run.probe].INFO.sites)
+    spans = suspect_spans(session, run, door.info(run.probe).sites)
     inside = [sp for sp in spans if any(sp[0] <= x <= sp[1] for x in b)]     # a helper's loop too
     # the variant finished the very phase (the same shape's first call) the deadline cut in the baseline
     same = run.stage(st.name)
@@ -149,10 +151,9 @@ def same_place(session: Session, base: Run, run: Run) -> str | None:
 
 
 def _spans(session: Session, run: Run) -> set[int]:
-    mod = BY_NAME.get(run.probe or "")
-    if mod is None or mod.INFO.takes_away != "lines" or not run.variant:
+    if not door.known(run.probe) or door.info(run.probe).takes_away != "lines" or not run.variant:
         return set()
-    return {ln for a, b in suspect_spans(session, run, mod.INFO.sites) for ln in range(a, b + 1)}
+    return {ln for a, b in suspect_spans(session, run, door.info(run.probe).sites) for ln in range(a, b + 1)}
 
 
 def one_suspect(session: Session, runs: list[Run]) -> dict[str, str]:
@@ -161,7 +162,7 @@ def one_suspect(session: Session, runs: list[Run]) -> dict[str, str]:
     edit under another name). Never an interaction of the two."""
     out: dict[str, str] = {}
     for a in runs:
-        owners = BY_NAME[a.probe].INFO.yields_to if a.probe in BY_NAME else ()
+        owners = door.info(a.probe).yields_to if door.known(a.probe) else ()
         for b in runs:
             if b.probe in owners and _spans(session, a) & _spans(session, b):
                 out[a.probe] = b.probe

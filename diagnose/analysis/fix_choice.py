@@ -14,7 +14,7 @@ from diagnose.facts.measures import geomean, steady_us
 from diagnose.findings import Fix, FixCost
 from diagnose.session import Role, Run, Session
 from diagnose.status import Status
-from probes import BY_NAME
+from probes import door
 
 # Two H100 runs of one Round 9 variant differed by up to 1.7 % in steady state (92.5 and 94.1 µs per call)
 FIX_TIE_REL = 0.02
@@ -23,7 +23,7 @@ FIX_TIE_REL = 0.02
 def _rank(r: Run) -> int:
     """A single toggle by how specific it is; of the combinations, the one verified as a fix (its label names
     each edit) above a bisector's test that happened to pass every stage."""
-    if r.probe in BY_NAME:
+    if door.known(r.probe):
         return toggle_rank(r)
     return 1 if (r.toggle or "").startswith("together: ") else 0
 
@@ -35,7 +35,7 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
     # stage has not shown that it fits the later budgets), and may not be a doubtful pass.
     good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
             and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
-            and (r.probe not in BY_NAME or BY_NAME[r.probe].INFO.fixes)
+            and (not door.known(r.probe) or door.info(r.probe).fixes)
             and passed_all(base, r) and not carried.outside_reads(r)
             and effective(session, r).outcome == Status.OK and not evidence.thin(session, r)
             and not evidence.unjudged(session, r)]

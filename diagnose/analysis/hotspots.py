@@ -15,7 +15,7 @@ from diagnose.status import Status
 
 TOP = 5
 # The library mechanisms a line's time went into (worker/sampler.py MECHANISMS) that no probe stands for, in words;
-# a probe says its own (its MECHANISM_WORDS, read through the registry).
+# a probe says its own (its MECHANISM_WORDS, read through the door).
 GENERIC_WORDS = {
     "triton_compile": "Triton compiling a kernel",
     "inductor_compile": "Inductor compiling",
@@ -30,23 +30,23 @@ GENERIC_WORDS = {
 
 def owner_probe(mechanism: str | None) -> str | None:
     """The probe whose toggle addresses time spent inside this mechanism (its INFO.mechanisms)."""
-    from probes import REGISTRY
-    return next((m.INFO.name for m in REGISTRY if mechanism and mechanism in m.INFO.mechanisms), None)
+    from probes import door
+    return next((i.name for i in door.infos() if mechanism and mechanism in i.mechanisms), None)
 
 
 def mechanism_words(mechanism: str | None) -> str:
     """A mechanism in words: its probe's, else the generic table's, else its own name."""
-    from probes import BY_NAME
-    owner = BY_NAME.get(owner_probe(mechanism) or "")
-    said = getattr(owner, "MECHANISM_WORDS", {}) if owner is not None else GENERIC_WORDS
+    from probes import door
+    owner = owner_probe(mechanism)
+    said = door.value(owner, "MECHANISM_WORDS", {}) if owner is not None else GENERIC_WORDS
     return said.get(mechanism or "", mechanism or "")
 
 
 def mechanism_hint(mechanism: str | None) -> str:
     """What to do about time inside a probe's mechanism when no toggle was verified ("; ..."), or ""."""
-    from probes import BY_NAME
-    owner = BY_NAME.get(owner_probe(mechanism) or "")
-    return getattr(owner, "MECHANISM_HINTS", {}).get(mechanism or "", "") if owner is not None else ""
+    from probes import door
+    owner = owner_probe(mechanism)
+    return door.value(owner, "MECHANISM_HINTS", {}).get(mechanism or "", "") if owner is not None else ""
 
 
 def cuda_up(session: Session, st: StageResult, phase: str) -> bool:

@@ -9,7 +9,7 @@ from diagnose.analysis.comparison import compare, predicted_over
 from diagnose.analysis.effects import effect
 from diagnose.session import Run, Session
 from diagnose.status import FAILURES, Compared
-from probes import BY_NAME
+from probes import door
 
 SHARE = 0.25        # the work per record fell by at least this share: part of it is gone
 JOINED = "together: "    # a probe's edits run as one variant: "together: A + B" (the bisector's fix of causes, too)
@@ -43,15 +43,15 @@ def further(base: Run, run: Run) -> str | None:
 
 def per_record(base: Run, run: Run, probe: str) -> str | None:
     """Where the probe counts its work in records (autotuning, builds): each record's work fell by a share, or None."""
-    mod = BY_NAME.get(probe)
     st = base.failed_stage
-    if mod is None or st is None or mod.INFO.takes_away != "records" or not hasattr(mod, "records"):
+    records = door.of(probe, "records")
+    if st is None or records is None or door.info(probe).takes_away != "records":
         return None
-    nb, sb = _records(base, st.name, mod.records)
-    nv, sv = _records(run, st.name, mod.records)
+    nb, sb = _records(base, st.name, records)
+    nv, sv = _records(run, st.name, records)
     if not nb or not nv or sb <= 0 or sv / nv > (1 - SHARE) * sb / nb:
         return None
-    words = getattr(mod, "RECORDS", "records")
+    words = door.value(probe, "RECORDS", "records")
     return (f"{words} took {sv / nv:.2f} s a record in {run.id} ({nv} records), {sb / nb:.2f} s in {base.id} "
             f"({nb} records)")
 

@@ -11,7 +11,7 @@ from diagnose.findings import Verdict
 from diagnose.runs.harness import RUNNER_ALLOWANCE, WIDE_MARGIN
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
-from probes import REGISTRY
+from probes import door
 
 
 def compile_split(records: list[dict]) -> dict[str, float]:
@@ -36,7 +36,7 @@ def compile_split(records: list[dict]) -> dict[str, float]:
 def probe_spans(st: StageResult, own: bool = False) -> list[dict]:
     """The spans of the probes' suspects' work in one stage (each probe's `spans` hook, in the registry's order);
     with `own`, only the suspect's own work (a capture the submission made, not one its compiler made)."""
-    return [sp for m in REGISTRY if hasattr(m, "spans") for sp in m.spans(st) if sp["own"] or not own]
+    return [sp for sps in door.call("spans", step=st) for sp in sps if sp["own"] or not own]
 
 
 def first_call(st: StageResult) -> dict | None:
@@ -167,8 +167,7 @@ def _at_risk(session, base: Run, st: StageResult, eff) -> Verdict:
 
 def wrong_by(st: StageResult) -> str:
     """A wrong output in numbers, as each probe that compared it with the reference's own says it (`wrong_by`)."""
-    from probes import REGISTRY
-    return "; ".join(filter(None, (m.wrong_by(st) for m in REGISTRY if hasattr(m, "wrong_by"))))
+    return "; ".join(filter(None, door.call("wrong_by", step=st)))
 
 
 def _failure_verdict(session, run: Run, st: StageResult, **kw) -> Verdict:

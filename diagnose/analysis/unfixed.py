@@ -13,7 +13,7 @@ from diagnose.analysis.partly import part_removed, what_each_took
 from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
-from probes import BY_NAME
+from probes import door
 from probes.base import CANNOT_TOGGLE, TUNE
 
 
@@ -32,7 +32,7 @@ def unfixed_cause(session: Session, base: Run) -> Cause | Inconclusive:
     conf, confirmed = confidence_of(session, [base])
     if st.lost_worker:      # a death, whatever any variant did: no time-based reading applies
         return _lost_worker(session, base, site, conf, confirmed)
-    moved = next((r for r in single_runs(session) if BY_NAME[r.probe].INFO.moves_work and r.outcome == st.status
+    moved = next((r for r in single_runs(session) if door.info(r.probe).moves_work and r.outcome == st.status
                   and failure_point(r) and is_later(failure_point(r), failure_point(base))), None)
     lock = carried.stale_lock(base) if st.status == Status.TIMEOUT else None
     if lock:     # seen directly: the stage's stack in FileBaton.wait, the lock written by the killed step
@@ -230,7 +230,7 @@ def _all_failed_alike(session: Session, base: Run) -> list[Run]:
 
 def _untaken(session: Session, base: Run, run: Run) -> str | None:
     """Why the run's toggle did not take, where its run shows that; else None."""
-    if not run.probe or run.probe not in BY_NAME:
+    if not run.probe or not door.known(run.probe):
         return None
     e = effect(session, base, run)
     return e.why_not() if e.untaken else None

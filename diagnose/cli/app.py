@@ -147,7 +147,7 @@ def check(
     from diagnose.cli.files import OutDir
     from diagnose.cli.prepare import Inputs, prepare
     from diagnose.output.console import check_header, check_lines
-    from probes import static_risks
+    from probes.door import static_risks
     check_settings(None, cpu_cap)       # its value checked before anything starts
     prep = prepare(Inputs(submission, Shared.of(ctx.params).but(jobs=1, probes="none"), sample_repeats=5))
     outdir = OutDir(out_dir, "--out") if out_dir else None

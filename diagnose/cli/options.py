@@ -145,11 +145,11 @@ def stage_list(spec: str | None) -> tuple[list[str], bool]:
 def probe_list(spec: str | None) -> list[str] | None:
     if spec is None:
         return None
-    from probes import BY_NAME
+    from probes.door import known
     names = [p.strip() for p in spec.split(",") if p.strip()]
     if names == ["none"]:
         return []
-    unknown = [p for p in names if p not in BY_NAME]
+    unknown = [p for p in names if not known(p)]
     if unknown or not names:
         raise BadInput(f"--probes: unknown probe {', '.join(unknown) or '(none)'}; see `diagnose probes`")
     return names

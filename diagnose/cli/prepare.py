@@ -103,7 +103,7 @@ def _evaluator(t) -> str:
 
 def _worker_hooks() -> tuple[str, ...]:
     """The probes' own worker hooks: every run records the evidence each probe needs (worker/plugins.py)."""
-    from probes import worker_hooks
+    from probes.door import worker_hooks
     return tuple(worker_hooks())
 
 
@@ -126,7 +126,7 @@ def prepare(i: Inputs) -> Prepared:
     from diagnose.session import Session
     from diagnose.source.submission import load_submission
     from diagnose.tasks.loader import load_task, stage_files
-    from probes import scan
+    from probes.door import scan
     o = i.opts.check()                   # every shared value, before any work
     positive("--max-rss", i.max_rss)
     at_least("--repeat", i.repeat, 1)

@@ -30,7 +30,7 @@ from diagnose.runs.runner import Runner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
 from diagnose.source.submission import Submission
-from probes import REGISTRY, deciding, scan
+from probes.door import deciding, infos, scan
 
 
 class Engine:
@@ -198,8 +198,7 @@ class Engine:
 
 
 def probe_table() -> list[dict]:
-    return [{"name": m.INFO.name, "suspect": m.INFO.suspect, "finds": m.INFO.finds, "toggles": m.INFO.toggles}
-            for m in REGISTRY]
+    return [{"name": i.name, "suspect": i.suspect, "finds": i.finds, "toggles": i.toggles} for i in infos()]
 
 
 __all__ = ["Engine", "probe_table"]

@@ -12,7 +12,7 @@ from diagnose.source.edits import changed_range
 from diagnose.source.scan import ScanResult
 from diagnose.source.submission import Submission
 from diagnose.status import Compared
-from probes import BY_NAME, REGISTRY
+from probes import door
 from probes.base import RUN, TUNE, PlanContext, Toggle
 
 
@@ -31,15 +31,15 @@ class Planner:
         it finds is launched then."""
         ctx = PlanContext(self.sub.source, self.scan, self.settings.gpu, baseline, tuning,
                           list(self.settings.rules), self.settings.cases)
-        chosen = self.settings.probes if self.settings.probes is not None else [m.INFO.name for m in REGISTRY]
-        plans = {m.INFO.name: m.plan(ctx) for m in REGISTRY
-                 if m.INFO.name in chosen and (baseline is not None or not m.INFO.needs_baseline or m.INFO.plans_early)
-                 and (only is None or m.INFO.name in only)}
+        chosen = self.settings.probes if self.settings.probes is not None else door.names()
+        plans = {i.name: door.ask(i.name, "plan", ctx=ctx) for i in door.infos()
+                 if i.name in chosen and (baseline is not None or not i.needs_baseline or i.plans_early)
+                 and (only is None or i.name in only)}
         if baseline is None:
             # A probe that reads the baseline starts early only where a search over the suspects is likely (two
             # or more removers from the source alone): the search then has every remover from the first wave,
             # and its combinations can start before the baseline ends. Otherwise it waits for the evidence.
-            source_only = {n: p for n, p in plans.items() if not BY_NAME[n].INFO.needs_baseline}
+            source_only = {n: p for n, p in plans.items() if not door.info(n).needs_baseline}
             if len(self.removers(source_only)) < 2:
                 plans = source_only
         return plans
@@ -83,8 +83,7 @@ class Planner:
     def record_plans(self, plans: dict) -> None:
         self.session.probes = [{"name": n, "state": p.state, "why": p.why, "evidence": p.evidence,
                                 "toggles": [t.label for t in p.toggles]}
-                               for n, p in sorted(plans.items(), key=lambda kv: [m.INFO.name for m in REGISTRY]
-                                                  .index(kv[0]))]
+                               for n, p in sorted(plans.items(), key=lambda kv: door.names().index(kv[0]))]
         self.pool.save()
 
     def within(self, plans: dict, base: Run) -> list[Run]:
@@ -139,7 +138,7 @@ class Planner:
     @staticmethod
     def removers(plans: dict) -> dict[str, Toggle]:
         return {n: next(t for t in p.toggles if t.removes) for n, p in plans.items()
-                if p.state == RUN and BY_NAME[n].INFO.bisect and any(t.removes for t in p.toggles)}
+                if p.state == RUN and door.info(n).bisect and any(t.removes for t in p.toggles)}
 
     @staticmethod
     def likely(plans: dict, removers: dict) -> list[list[str]]:
@@ -205,7 +204,7 @@ class Planner:
     def _kept(keep: list[str], removers: dict[str, Toggle]) -> list[str]:
         # A kept suspect keeps what it requires when the only way to remove that is blunt (compile off
         # would take the recompiles or the fullgraph failure away with it)
-        return list(keep) + [r for k in keep for r in BY_NAME[k].INFO.requires
+        return list(keep) + [r for k in keep for r in door.info(k).requires
                              if r in removers and r not in keep and comparison.toggle_rank(removers[r]) == 0]
 
     def _combined(self, keep: list[str], removers: dict[str, Toggle]) -> str:

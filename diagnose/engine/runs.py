@@ -14,8 +14,8 @@ from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
 from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
-from probes import deciding
 from probes.base import WARM
+from probes.door import deciding
 
 
 class RunPool:

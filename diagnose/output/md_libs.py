@@ -11,5 +11,5 @@ from diagnose.output.text import code_span
 def probe_sections() -> list:
     """Each probe's own section of the report (its `report` hook, probes/spec.py), in the registry's order, given
     the renderer's code span."""
-    from probes import REGISTRY
-    return [partial(m.report, code=code_span) for m in REGISTRY if hasattr(m, "report")]
+    from probes import door
+    return [partial(door.of(p, "report"), code=code_span) for p in door.implementing("report")]

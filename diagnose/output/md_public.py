@@ -9,7 +9,7 @@ import re
 from diagnose.output import public
 from diagnose.output.text import code_span, fence, tail
 from diagnose.session import Session
-from probes import REGISTRY
+from probes import door
 
 # What each folded section holds, as its <summary> says it (plain text: it is HTML, not Markdown)
 SUMMARIES = {
@@ -23,7 +23,7 @@ SUMMARIES = {
     "## State kept between processes": "what each step left in the container and who read it",
     "## Environment": "the machine, the harness, the container and the budgets",
 }
-SUMMARIES.update(m.REPORT for m in REGISTRY if hasattr(m, "REPORT"))     # each probe's own section: its words
+SUMMARIES.update(door.values("REPORT"))     # each probe's own section: its words
 _LONG = 4        # a body of more non-empty lines than this (or any table or fence) is folded
 
 

@@ -10,7 +10,7 @@ from diagnose.output import md_public, md_state
 from diagnose.output.text import code_span, fence, fold_frames, tail
 from diagnose.session import Session, StageResult
 from diagnose.status import Status
-from probes import REGISTRY
+from probes import door
 
 
 def stage_table(st: StageResult, s: Session) -> list[str]:
@@ -83,7 +83,7 @@ def failure(s: Session) -> list[str]:
                      f"{st.exception.get('type')}: {clip((st.exception.get('message') or '').strip(), 2000)}")
         out += ["", "<details><summary>Full traceback</summary>", "", *fence(
             tail((st.exception.get("traceback") or "").rstrip(), 6000)), "", "</details>", ""]
-    out += [line for m in REGISTRY if hasattr(m, "failure") for line in m.failure(st)]   # a probe's own lines
+    out += [line for lines in door.call("failure", step=st) for line in lines]   # a probe's own lines
     if st.stacks:
         site = s.verdict.site
         hl = f" Innermost submission frame: line {site['line']} {code_span(site['code'])}." if site else ""

@@ -72,9 +72,9 @@ _INSTALLED = re.compile(r"/(?:site-packages|dist-packages|lib/python\d+\.\d+)/")
 def _probe_at(p: str) -> int:
     """Where '/probes/<name>/' of one of the registered probes starts in a path (its worker hook's), else -1: a
     user's folder or another package named probes is not the tool's."""
-    from probes import BY_NAME
+    from probes.door import known
     i = p.find("/probes/")
-    return i if i >= 0 and p[i + 8:].split("/", 1)[0] in BY_NAME and p.count("/", i + 8) == 1 else -1
+    return i if i >= 0 and known(p[i + 8:].split("/", 1)[0]) and p.count("/", i + 8) == 1 else -1
 
 
 def _lib(path: str) -> str:

@@ -39,8 +39,8 @@ def cause_class(row: dict, session: dict | None) -> str:
 
 def first_call_kind(probe: str) -> str | None:
     """The word a probe's suspect groups a first-call timeout under (its TRIAGE), or None."""
-    from probes import BY_NAME  # the registry: each probe names its own class
-    return getattr(BY_NAME.get(probe), "TRIAGE", None)
+    from probes import door  # each probe names its own class
+    return door.value(probe, "TRIAGE")
 
 
 def order(cls: str) -> int:

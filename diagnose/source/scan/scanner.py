@@ -9,7 +9,7 @@ compile      torch.compile as a decorator, a call anywhere (assigned, lazy insid
              through aliases
 config       writes to torch._dynamo.config / torch._inductor.config (and .patch calls), with the value
 
-and each probe's own finder (its package's find.py, `find(scan)`, handed in by the probe registry) finds
+and each probe's own finder (its package's find.py, `find(scan)`, handed in by probes/finders.py) finds
 the sites of its suspect with the Scanner's resolution helpers below, and adds them (`add`).
 
 Every site carries the source spans its toggles edit. A source the scan cannot read (too deeply
@@ -249,7 +249,7 @@ class Scanner:
 def scan_source(source: str, tree: ast.Module | None = None, *, finders) -> ScanResult:
     """The compile and config sites, then what each of `finders` adds: the probes' `find(scan)`, in the registry's
     order (a finder may read the sites one before it found). Always named, so that no caller gets a scan short of
-    the probes' sites unawares: probes.scan hands in every probe's, `finders=()` asks for the scan's own."""
+    the probes' sites unawares: probes/finders.py hands in every probe's, `finders=()` asks for the scan's own."""
     try:
         tree = tree or ast.parse(source)
         s = Scanner(source, tree)
