@@ -224,7 +224,7 @@ def test_a_probes_figures_that_raise_cost_only_a_line(tmp_path, monkeypatch, cap
 def test_a_renderer_that_raises_leaves_the_session_and_a_note(tmp_path, monkeypatch, capsys):
     from diagnose.output import RENDERERS
 
-    def boom(session):
+    def boom(session, cl=None):
         raise TypeError("planted renderer bug")
     monkeypatch.setitem(RENDERERS, "md", boom)
     out = tmp_path / "o"
@@ -246,7 +246,7 @@ def test_session_json_holds_the_raw_runs_when_its_own_renderer_fails(tmp_path, m
     from diagnose.output import RENDERERS
     from tests.test_renderers import healthy_session
 
-    def boom(session):
+    def boom(session, cl=None):
         raise KeyError("claims")
     monkeypatch.setitem(RENDERERS, "json", boom)
     out = tmp_path / "o"

@@ -38,11 +38,11 @@ def test_a_background_write_is_byte_for_byte_what_the_live_session_renders(tmp_p
 def test_the_newest_copy_wins_and_copies_that_pile_up_cost_one_write(tmp_path, live, monkeypatch):
     written, first = [], threading.Event()
 
-    def slow_save(path, session):       # a write that takes long: later copies arrive while it runs
+    def slow_save(path, session, cl=None):       # a write that takes long: later copies arrive while it runs
         written.append(session.verdict.message)
         first.set()
         time.sleep(0.5)
-        real(path, session)
+        real(path, session, cl)
     real = files.save_all
     monkeypatch.setattr(files, "save_all", slow_save)
     out = OutDir(tmp_path / "out")
@@ -69,7 +69,7 @@ def test_the_newest_copy_wins_and_copies_that_pile_up_cost_one_write(tmp_path, l
 def test_a_failed_background_write_is_raised_by_the_next_synchronous_one(tmp_path, live, monkeypatch):
     calls = []
 
-    def failing(path, session):
+    def failing(path, session, cl=None):
         calls.append(1)
         if len(calls) == 1:
             raise OSError(28, "No space left on device")
@@ -83,9 +83,28 @@ def test_a_failed_background_write_is_raised_by_the_next_synchronous_one(tmp_pat
     saver.now(live)         # said once: the next write goes on
 
 
-def test_without_an_output_directory_nothing_is_written_and_the_header_is_still_lifted(live):
+def test_without_an_output_directory_nothing_is_written(live, monkeypatch):
     seen = []
-    saver = Saver(None, before=seen.append)
+    monkeypatch.setattr(files, "save_all", lambda *a: seen.append(a))
+    saver = Saver(None)
     saver(live)
-    saver.now(live)
-    assert seen == [live, live]
+    saver.on_change(live, live.to_dict(), [])
+    assert saver.now(live) == [] and saver._thread is None and seen == []
+
+
+def test_the_claims_the_engine_settled_are_what_the_files_state(tmp_path, live, monkeypatch):
+    """A copy handed on with its claims is rendered from them: never derived a second time off the engine."""
+    from diagnose.analysis import claims
+    settled = claims.derive(live)
+    calls = []
+    real = claims.derive
+    monkeypatch.setattr(claims, "derive", lambda s: calls.append(s) or real(s))
+    out = OutDir(tmp_path / "out")
+    saver = Saver(out)
+    saver.on_change(live, live.to_dict(), settled)
+    _wait_for(lambda: all((out.path / n).exists() for n in FILES))
+    saver.now(live, settled)
+    assert calls == []
+    for name, fmt in FILES.items():
+        assert (out.path / name).read_text(encoding="utf-8") == RENDERERS[fmt](live), name
+    assert len(calls) == 2          # the renderers called without claims (md, json) derive them: the check can see

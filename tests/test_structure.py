@@ -372,3 +372,32 @@ def test_a_runs_process_that_loads_the_hooks_loads_nothing_of_the_parents():
                                                                         "probes.spec", "probes.finders")
                or m.endswith((".probe", ".find", ".facts", ".report"))]
     assert not parents, parents
+
+
+# The one owner of the session's conclusions (issue 55): only it sets a verdict; the rest of the engine, the edit
+# search and the CLI hand theirs to it.
+VERDICT_OWNER = "diagnose/engine/conclusions.py"
+
+
+def _assigned_attrs(path: Path) -> set[str]:
+    """The attribute names a module assigns to (`x.a = ...`, `x.a += ...`, `x.a: T = ...`, in tuples too)."""
+    out = set()
+    for n in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        targets = n.targets if isinstance(n, ast.Assign) else [n.target] if isinstance(
+            n, (ast.AugAssign, ast.AnnAssign)) else []
+        for t in targets:
+            for x in ast.walk(t):
+                if isinstance(x, ast.Attribute) and isinstance(x.ctx, ast.Store):
+                    out.add(x.attr)
+    return out
+
+
+def test_only_the_owner_of_the_conclusions_sets_a_verdict():
+    setters = sorted(str(p.relative_to(ROOT)) for p in CODE if "verdict" in _assigned_attrs(p))
+    assert setters == [VERDICT_OWNER], setters
+    # the check sees an assignment, a tuple's and an annotated one
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        for code in ("s.verdict = v", "a, s.verdict = 1, v", "s.verdict: int = 1"):
+            (Path(d) / "m.py").write_text(code)
+            assert "verdict" in _assigned_attrs(Path(d) / "m.py"), code

@@ -154,14 +154,15 @@ def check(
     if not quiet:
         out.print(check_header(prep.session.submission["path"], prep.board, prep.folder, prep.settings.budgets))
     eng, save, code = engine_pass(prep, check_settings(prep, cpu_cap), outdir, quiet, verbose, runner)
-    failed = save(prep.session)
+    cl = eng.claims()
+    failed = save(prep.session, cl)
     signum = code - 128 if code else None
     lines, word = check_lines(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
                               prep.settings.gpu, quiet=quiet, errors=eng.errors,
                               stopped=signal.Signals(signum).name if signum else None)
     for line in lines:
         out.print(line)
-    say_failed(prep.session, failed)
+    say_failed(prep.session, failed, cl)
     raise typer.Exit(check_exit(word, signum))
 
 

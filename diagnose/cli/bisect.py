@@ -67,33 +67,33 @@ def bisect(first: Path, second: Path | None, git: str | None, opts: Shared, out_
         eng, save = engine_for(prep, alone, sig.stop, outdir, progress, runner_spec=runner)
         try:
             with shown:
-                found = EditSearch(eng.pool, edits).run()
+                found = EditSearch(eng.pool, edits, eng.concl).run()
         except CannotJudge as e:
             err.print(f"cannot judge here: {e}", markup=False)
             return 3
         except KeyboardInterrupt:
-            save(prep.session)
+            save(prep.session, eng.claims())
             err.print(f"interrupted: partial report written to {outdir.path}", markup=False)
             return sig.code or 130
         finally:
             eng.runner.close()
     prep.session.diagnosis_s = round(time.monotonic() - t0, 1)
-    save(prep.session)
+    save(prep.session, eng.claims())
     minimal = found["minimal"]
     out.print(f"{'FOUND' if minimal else 'INCONCLUSIVE'} {prep.session.verdict.message} "
               f"({found['runs']} runs of {found['exhaustive']} subsets)", markup=False)
     for e in (x for x in found["edits"] if x["id"] in minimal):
         out.print(f"  {e['id']} {e['summary']}", markup=False)
     if minimal and diagnose_after and not sig.code:
-        code, diag = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
-                                       opts, quiet, verbose, runner)
+        code, diag, cl = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
+                                           opts, quiet, verbose, runner)
         from diagnose.analysis import claims
-        top = claims.by_kind(claims.derive(diag), "cause")
+        top = claims.by_kind(cl, "cause")
         prep.session.edit_bisect["diagnosis"] = {
             "report": "diagnosis/report.md", "exit": code, "verdict": str(diag.verdict.status),
             "top_cause": top[0].title if top else None, "fix": diag.fix.toggle if diag.fix else None}
         prep.session.notes.append(f"the diagnosis of GOOD with the minimal edits: diagnosis/report.md (exit {code})")
-        save(prep.session)
+        save(prep.session, eng.claims())
     out.print(f"  report: {outdir.path / 'report.md'}", markup=False)
     return sig.code or (0 if minimal else 1)
 
@@ -112,5 +112,5 @@ def _diagnose_minimal(outdir, source: str, opts: Shared, quiet: bool, verbose: b
     path = outdir.path / "minimal.py"
     write_atomic(path, source)
     prep = prepare(Inputs(path, opts))
-    _, code = diagnose_prepared(prep, OutDir(outdir.path / "diagnosis", "--out"), quiet, verbose, runner)
-    return code or exit_code(prep.session), prep.session
+    eng, code = diagnose_prepared(prep, OutDir(outdir.path / "diagnosis", "--out"), quiet, verbose, runner)
+    return code or exit_code(prep.session), prep.session, eng.claims()

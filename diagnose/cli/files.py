@@ -10,6 +10,7 @@ import tempfile
 import threading
 from pathlib import Path
 
+from diagnose.engine.observer import Observer
 from diagnose.errors import BadInput
 from diagnose.output import RENDERERS
 from diagnose.session import Session
@@ -29,15 +30,16 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
-def save_all(out: Path, session: Session) -> list[str]:
-    """Every file of the session, session.json first; each rendered on its own, so that a renderer that raises
+def save_all(out: Path, session: Session, cl: list | None = None) -> list[str]:
+    """Every file of the session, session.json first, from the claims the engine settled (`cl`; derived again where
+    None); each rendered on its own, so that a renderer that raises
     (a bug of ours) costs only its own file and never the runs. Returns what failed, one "file: error" each;
     report.md then holds a short note saying so, and session.json, if even its renderer failed, the raw session
     without the derived claims. An error writing a file (the disk) is raised."""
     failed = []
     for name, fmt in FILES.items():
         try:
-            text = RENDERERS[fmt](session)
+            text = RENDERERS[fmt](session, cl=cl)
         except Exception as e:  # noqa: BLE001 - a bug of ours in a renderer: said, and the other files go on
             why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}".rstrip(": ")
             failed.append(f"{name}: {why}")
@@ -103,66 +105,68 @@ class OutDir:
                 pass
 
 
-class Saver:
-    """The session's files, written as results arrive but off the engine's threads.
+class Saver(Observer):
+    """The session's files, written as the engine hands on each change, but off the engine's threads.
 
-    The engine calls the saver whenever the session changed, holding its lock: the saver takes a copy in plain
-    data (hundredths of a second) and returns, and a thread of its own renders and writes the newest copy. Copies
-    that pile up while one is written (runs that end together) cost one write, not one each: a whole save of a
-    long diagnosis takes about a second, and each used to hold the engine's lock and the run's next stage.
-    `now(session)` writes at once and returns when the files are on disk (the final write); an older copy still
-    on its way is then dropped, never written over it. A failed background write is raised by the next `now`;
-    `now` returns the files whose renderer failed (save_all), the last write's."""
+    The engine settles the session once per change (engine/conclusions.py) and hands it on holding its lock: a
+    copy in plain data and its claims. The saver keeps them and returns, and a thread of its own renders and writes
+    the newest copy. Copies that pile up while one is written (runs that end together) cost one write, not one
+    each: a whole save of a long diagnosis takes about a second, and each used to hold the engine's lock and the
+    run's next stage. `now(session, cl)` writes at once and returns when the files are on disk (the final write);
+    an older copy still on its way is then dropped, never written over it. A failed background write is raised by
+    the next `now`; `now` returns the files whose renderer failed (save_all), the last write's."""
 
-    def __init__(self, outdir: OutDir | None, before=None):
-        self.outdir, self.before = outdir, before or (lambda s: None)
+    def __init__(self, outdir: OutDir | None):
+        self.outdir = outdir
         self._seq = itertools.count(1)
         self._cv = threading.Condition()
-        self._pending: tuple[int, dict] | None = None
+        self._pending: tuple[int, dict, list | None] | None = None
         self._write = threading.Lock()
         self._written = 0
         self._error: BaseException | None = None
         self.failed: list[str] = []
         self._thread: threading.Thread | None = None
 
-    def __call__(self, session: Session) -> None:
-        self.before(session)
+    def on_change(self, session: Session, data: dict, claims: list) -> None:
         if self.outdir is None:
             return
-        snap = (next(self._seq), session.to_dict())
         with self._cv:
-            self._pending = snap
+            self._pending = (next(self._seq), data, claims)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="diagnose-saver", daemon=True)
                 self._thread.start()
             self._cv.notify()
+
+    def __call__(self, session: Session) -> None:
+        """A copy of `session` as it stands, written in the background (its claims derived there)."""
+        if self.outdir is not None:
+            self.on_change(session, session.to_dict(), None)
 
     def _loop(self) -> None:
         while True:
             with self._cv:
                 while self._pending is None:
                     self._cv.wait()
-                seq, data = self._pending
+                seq, data, cl = self._pending
                 self._pending = None
             try:
-                self._put(seq, lambda data=data: Session.from_dict(data))
+                self._put(seq, lambda data=data: Session.from_dict(data), cl)
             except Exception as e:  # noqa: BLE001 - kept for the next `now`, which raises it where it is heard
                 self._error = e
 
-    def _put(self, seq: int, session) -> None:
+    def _put(self, seq: int, session, cl: list | None) -> None:
         with self._write:
             if seq > self._written:
-                self.failed = save_all(self.outdir.path, session()) or []
+                self.failed = save_all(self.outdir.path, session(), cl) or []
                 self._written = seq
 
-    def now(self, session: Session) -> list[str]:
-        self.before(session)
+    def now(self, session: Session, cl: list | None = None) -> list[str]:
         if self.outdir is None:
             return []
         seq = next(self._seq)
         with self._cv:
             self._pending = None
-        self._put(seq, lambda: session)
+        self._put(seq, lambda: session, cl)
         if self._error is not None:
             e, self._error = self._error, None
             raise e

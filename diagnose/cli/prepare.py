@@ -1,18 +1,15 @@
 """From the command line's values to what a diagnosis needs: every value checked up front (one BadInput
-naming the option), the submission and task loaded, the run settings and a new session built.
+naming the option), the submission and task loaded, the run settings, and a new session (new_session.py).
 
 Nothing here runs the submission or writes a file.
 """
 from __future__ import annotations
 
-import datetime as dt
 import os
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import diagnose
 from diagnose.cli.options import DEFAULT_TASK, Shared, at_least, gpu_list, positive, probe_list, stage_list
 from diagnose.errors import BadInput
 from diagnose.runs import device, harness
@@ -48,14 +45,6 @@ class Prepared:
     folder: str = ""
 
 
-def shown_path(p: Path) -> str:
-    """A path as a user would write it: relative to the working directory when inside it."""
-    try:
-        return str(p.relative_to(Path.cwd().resolve()))
-    except ValueError:
-        return str(p)
-
-
 def _problem_from_header(i: Inputs, head: dict) -> tuple[Path | None, dict | None]:
     """--problem wins; else the `#!POPCORN leaderboard` header, resolved in the reference-kernels checkout
     (--problems-root, or DIAGNOSE_PROBLEMS_ROOT). A header for another problem with no way to find it is bad
@@ -75,15 +64,6 @@ def _problem_from_header(i: Inputs, head: dict) -> tuple[Path | None, dict | Non
                    f"reference-kernels checkout with --problems-root DIR (or {ENV}), or its folder with --problem DIR")
 
 
-def target_record(head: dict, board: dict | None, task_gpus: list[str], here: list[str]) -> dict:
-    """The GPUs the submission is meant for (its header, the leaderboard's list, the task's own) and this
-    machine's, for the report's target paragraph (analysis/target.py)."""
-    return {"leaderboard": (board or {}).get("name") or (head.get("leaderboard") or {}).get("value"),
-            "listed_in": (board or {}).get("listed_in"), "header_gpu": (head.get("gpu") or {}).get("value"),
-            "header_line": (head.get("gpu") or {}).get("line"),
-            "gpus": list(dict.fromkeys((board or {}).get("gpus", []) + list(task_gpus))), "here": here}
-
-
 def _rules(t) -> list[dict]:
     """What the folder's evaluator sets for the submission (tasks/rules.py)."""
     from diagnose.tasks.rules import evaluator_rules
@@ -91,14 +71,6 @@ def _rules(t) -> list[dict]:
         return []
     path = next((src for name, src in t.files if name == t.evaluator), None) or Path(t.directory) / t.evaluator
     return evaluator_rules(path) if Path(path).is_file() else []
-
-
-def _evaluator(t) -> str:
-    if t.evaluator:
-        return (f"the problem's own {t.evaluator} (from {t.evaluator_source}), run as the harness runs it; it decides "
-                f"inputs, repeats, flush, seeds and checks")
-    return ("diagnose's model of GPU MODE's eval_better_bench.py: 50 inputs per case, CUDA events around 50 calls, "
-            "an L2 flush per repeat, the stopping rule" + ("" if t.builtin else " (the folder ships no evaluator)"))
 
 
 def _worker_hooks() -> tuple[str, ...]:
@@ -120,13 +92,11 @@ def _walls_asked() -> dict:
 
 
 def prepare(i: Inputs) -> Prepared:
+    from diagnose.cli.new_session import new_session
     from diagnose.runs.protocol import Depth
-    from diagnose.runs.runner.container import env_record, left_out
     from diagnose.runs.settings import Settings
-    from diagnose.session import Session
     from diagnose.source.submission import load_submission
-    from diagnose.tasks.loader import load_task, stage_files
-    from probes.door import scan
+    from diagnose.tasks.loader import load_task
     o = i.opts.check()                   # every shared value, before any work
     positive("--max-rss", i.max_rss)
     at_least("--repeat", i.repeat, 1)
@@ -150,86 +120,11 @@ def prepare(i: Inputs) -> Prepared:
                         **_walls_asked(),
                         gpu_ids=tuple(gpu_ids), probes=None if names is None else tuple(names), jobs=jobs,
                         repeat=i.repeat, gpu=gpu, bisect=names != [], rules=tuple(rules), hooks=_worker_hooks())
-    session = Session(
-        submission={"path": shown_path(sub.path), "name": sub.path.name, "sha256": sub.sha256, "source": sub.source},
-        task={**t.to_dict(), "directory": "(built-in)" if t.builtin else shown_path(Path(t.directory)),
-              "files": [[n, s if s == "@SUBMISSION@" else shown_path(Path(s))] for n, s in t.files]},
-        command=["diagnose"] + sys.argv[1:], tool_version=diagnose.__version__,
-        created=dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        harness={"name": "gpumode", "depth": settings.depth, "stages": list(settings.stages),
-                 "budgets": settings.budgets,
-                 "compile_step": compile_step, "ranking_by": t.ranking_by,
-                 "cpu_only": not gpu, "sample_repeats": settings.sample_repeats, "evaluator": _evaluator(t),
-                 "rules": rules,
-                 "target": target_record(head, board, t.gpus, device.gpu_names() if gpu else []),
-                 "container": {"dropped_env": left_out(os.environ), "env": env_record(os.environ),
-                               "shared": list(settings.shared),
-                               # what the harness writes into the container before each stage
-                               "files": sorted(stage_files(t, sub.source)),
-                               # this machine's places, which a report shows as placeholders (output/public.py)
-                               "places": _places()}},
-        scan=scan(sub.source, sub.tree).to_list())
-    from diagnose.engine.run_state import VARIANT_NICE
-    session.harness["concurrency"] = f"up to {jobs} run(s) at once" + (f" over GPUs {o.gpus}" if gpu_ids else "") + \
-        ((f"; toggles and combinations at CPU nice {VARIANT_NICE}, yielding to the baseline" +
-          ("; they start once the baseline has its CUDA context" if gpu else "")) if jobs > 1 else "")
+    session = new_session(sub, settings, head, board, o.gpus)
     return Prepared(sub=sub, settings=settings, session=session, board=board, folder=_named(t, problem))
-
-
-def _places() -> dict:
-    import tempfile
-    return {"python": sorted({sys.prefix, sys.base_prefix, sys.exec_prefix}), "home": os.path.expanduser("~"),
-            "tmpdir": tempfile.gettempdir()}
 
 
 def _named(t, problem: Path | None) -> str:
     """The problem folder as the user named it (the option, or the checkout's yaml under the root as given): never
     where it lies on this machine, unless that is what the user gave."""
     return f"(built-in {t.name})" if t.builtin else os.path.normpath(str(problem))
-
-
-def cannot_judge(session, settings) -> bool:
-    """A multi-GPU problem on a machine with too few GPUs: say so, with no run."""
-    from diagnose.findings import Verdict
-    from diagnose.status import Status
-    need, have = settings.task.world_size, device.gpu_count()
-    if need <= 1 or need <= have:
-        return False
-    session.verdict = Verdict(Status.NEEDS_GPU, message=f"this problem needs {need} GPUs; this machine has {have}",
-                              note="a multi-GPU problem runs one process per rank: run it on a machine with "
-                                   f"{need} GPUs")
-    session.complete = True
-    return True
-
-
-def environment(session) -> None:
-    """Lift what the runs said about the machine (torch, GPU, the L2 flush) into the session's header."""
-    walls = next((st.state["container"] for r in session.runs for s in r.stages
-                  for st in (s.compile_step, s) if st is not None and st.state.get("container")), None)
-    if walls:
-        session.harness.setdefault("container", {})["walls"] = walls
-    tried = sorted({x for r in session.runs for s in r.stages for st in (s.compile_step, s) if st is not None
-                    for x in _tried(st)})
-    if tried:       # what a run tried beyond its walls (each held, or the walls' record says it was missing)
-        session.harness.setdefault("container", {})["tried"] = tried[:30]
-    events = [e for r in session.runs for s in r.stages for e in s.events if e["k"] in ("env", "flush")]
-    env = next((e for e in events if e["k"] == "env"), None)
-    if env:
-        session.environment = {k: v for k, v in env.items() if k not in ("k", "t", "pid")}
-    flushes = [e for e in events if e["k"] == "flush"]
-    if flushes:
-        lo, want = min(e["bytes"] for e in flushes), flushes[0]["wanted"]
-        hi = max(e["bytes"] for e in flushes)
-        session.harness["flush"] = "none (CPU)" if flushes[0].get("device") == "cpu" else (
-            f"{lo / 2**30:.1f}–{hi / 2**30:.1f} GiB per repeat" +
-            (f", scaled down from the harness's {want / 2**30:.1f} GiB to fit the device's free memory"
-             if lo < want else ""))
-
-
-def _tried(st) -> list[str]:
-    """What a step tried beyond its run: a signal to its parent, its group or every process, a connect (each as the
-    worker's audit hook worded it: runs/worker/state.py), and every file it opened outside its container that this
-    machine does not lend every run (the system's, the Python installation's and the tool's are lent), by path."""
-    outside = [f"{o['op']} {o['path']}" for o in st.state.get("outside") or []
-               if isinstance(o, dict) and isinstance(o.get("path"), str)]
-    return [*(st.state.get("reached") or []), *outside]

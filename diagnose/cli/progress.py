@@ -5,7 +5,7 @@
 - Piped, or with CI set: one plain line per finished stage and per finished run, no colour, no wrapping.
 - `-v` adds a plain line per finished phase; `-q` shows nothing while running.
 
-Fed from the engine's callbacks, which come from several threads. Every text the submission controls
+Fed as the engine's observer, from several threads. Every text the submission controls
 goes through rich.text.Text (never parsed as markup) or is written as plain text.
 """
 from __future__ import annotations
@@ -17,6 +17,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
+from diagnose.engine.observer import Observer
 from diagnose.findings import clip
 
 
@@ -53,8 +54,9 @@ def never_ran(run) -> bool:
     return all(str(st.status) == "skipped" for st in run.stages) and str(run.outcome) in ("interrupted", "skipped")
 
 
-class Progress:
-    """What is running and what is done; the renderers below only differ in how they show it."""
+class Progress(Observer):
+    """What is running and what is done, heard as the engine's observer (engine/observer.py); the renderers below
+    only differ in how they show it."""
 
     def __init__(self, budgets: dict[str, float], planned):
         self.budgets = budgets
@@ -123,9 +125,8 @@ class Progress:
         never = f", {skipped} never started" if skipped else ""
         return f"{k} of {n} runs done{never} · {_dur(el)} elapsed{left}"
 
-    def on_verdict(self, session, what: str = "cause") -> None:
+    def on_verdict(self, session, what: str, cl: list) -> None:
         from diagnose.analysis import claims
-        cl = claims.derive(session)
         v = claims.one(cl, "verdict")
         if what == "verdict":
             text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}; the causes follow"

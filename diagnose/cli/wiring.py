@@ -83,14 +83,13 @@ def _runner(spec: str | None, settings, progress):
 def engine_for(prep, settings, stop, outdir, progress, runner_spec=None):
     """The engine for this command's settings (`prep.settings`, or check's and bisect's own `but(...)`)."""
     from diagnose.cli.files import Saver
-    from diagnose.cli.prepare import environment
     from diagnose.engine import Engine
-    saver = Saver(outdir, before=environment)
+    from diagnose.engine.observer import Observers
+    saver = Saver(outdir)
     # the out folder is the CLI's alone: no run sees it (the run's jail hides it)
     hidden = (*settings.hidden, *([str(outdir.path.resolve())] if outdir is not None else []))
     runner = _runner(runner_spec, settings.but(hidden=tuple(dict.fromkeys(hidden))), progress)
-    eng = Engine(prep.sub, prep.session, settings, runner, on_save=saver, stop=stop,
-                 on_run_done=progress.on_run_done, on_stage=progress.on_stage, on_verdict=progress.on_verdict)
+    eng = Engine(prep.sub, prep.session, settings, runner, observer=Observers(progress, saver), stop=stop)
     return eng, saver.now
 
 
@@ -160,12 +159,11 @@ def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=
     its files (a problem that needs more GPUs than here gets its verdict with no run); our own failures said
     once, and the verdict of a pass a signal stopped settled on what finished. Returns the engine, the session's
     saver and the exit code of a signal that stopped it."""
-    from diagnose.cli.prepare import cannot_judge
     progress, shown = progress_for(prep, verbosity(quiet, verbose))
     with Signals() as sig:
         eng, save = engine_for(prep, settings, sig.stop, outdir, progress, runner_spec=runner_spec)
         try:
-            if not cannot_judge(prep.session, settings):
+            if eng.can_judge():
                 walled_off(eng.runner, prep.session)
                 with shown:
                     eng.diagnose()
@@ -173,54 +171,19 @@ def engine_pass(prep, settings, outdir, quiet: bool, verbose: bool, runner_spec=
             if outdir is not None:      # nothing was run that a report could hold
                 outdir.drop()
             raise
-    _own_failures(prep.session, eng.errors)
-    if sig.code:
-        settle_stopped(prep.session, sig.code - 128)
+    if eng.errors:
+        err.print(f"internal error: diagnose failed on {len(eng.errors)} run(s); those runs are marked incomplete "
+                  f"and were not used as evidence")
+    eng.ended(stopped_by=sig.code - 128 if sig.code else None)
     return eng, save, sig.code
 
 
-def _own_failures(session, errors: list[str]) -> None:
-    """A bug of ours on a run: said once; and where it cut the submission's own run short, that run's pass is no
-    pass (the verdict says inconclusive). A variant it cut short leaves the verdict as it stands."""
-    from diagnose.findings import Verdict
-    from diagnose.status import Status
-    if not errors:
-        return
-    last = errors[0].strip().splitlines()[-1]
-    session.notes.append(f"diagnose failed on {len(errors)} run(s) (a bug in diagnose): {last}")
-    err.print(f"internal error: diagnose failed on {len(errors)} run(s); those runs are marked incomplete "
-              f"and were not used as evidence")
-    base = session.baseline
-    if session.verdict.status == Status.OK and base is not None and base.outcome == Status.INCOMPLETE:
-        session.verdict = Verdict(Status.INCOMPLETE, message=f"inconclusive: diagnose failed on the submission's run "
-                                                             f"{base.id} (a bug in diagnose): {last}", runs=[base.id])
-
-
-def settle_stopped(session, signum: int) -> None:
-    """The verdict of a diagnosis a signal stopped, on what finished alone. The engine concluded as soon as the
-    stop came, before the stage it stopped had come back: concluded again now, a stage that never ended can
-    only leave it INTERRUPTED (a failure that did end stands)."""
-    from diagnose.analysis import summary
-    from diagnose.findings import Verdict
-    from diagnose.output.console import progress_text
-    from diagnose.status import FAILURES, Status
-    name = signal.Signals(signum).name
-    v = summary.verdict(session, interrupted=True)
-    if v.status in FAILURES or v.status == Status.NEEDS_GPU:
-        v.note = "; ".join(filter(None, [v.note, f"the diagnosis was stopped by {name}: conclusions rest only on "
-                                                 f"the runs that finished"]))
-    else:
-        v = Verdict(Status.INTERRUPTED, message=f"stopped by {name} before the diagnosis ended; "
-                                                f"{progress_text(session)}", runs=v.runs)
-    session.verdict = v
-    session.complete = False
-
-
-def say_failed(session, failed: list[str]) -> None:
+def say_failed(session, failed: list[str], cl: list | None = None) -> None:
     """One line for the parts of diagnose that failed around a diagnosis that stands: a renderer, a probe's
-    figures. The runs and the verdict are intact, so the exit code stays the diagnosis's."""
+    figures. The runs and the verdict are intact, so the exit code stays the diagnosis's. `cl`: the claims as the
+    engine settled them (derived again where None)."""
     from diagnose.analysis import claims
-    said = failed + [f"{c.title}'s figures" for c in claims.failures(claims.derive(session))]
+    said = failed + [f"{c.title}'s figures" for c in claims.failures(claims.derive(session) if cl is None else cl)]
     if said:
         err.print(escape(f"error: part of the output failed (a bug in diagnose): {'; '.join(said)}; session.json "
                          f"holds every run"))
@@ -233,10 +196,11 @@ def diagnose_prepared(prep, outdir, quiet: bool, verbose: bool, runner_spec=None
     from diagnose.output.console import run_summary
     session = prep.session
     eng, save, code = engine_pass(prep, prep.settings, outdir, quiet, verbose, runner_spec)
-    failed = save(session)
-    for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet):
+    cl = eng.claims()       # settled once: the files, the summary and the failures' line all state these
+    failed = save(session, cl)
+    for line in run_summary(session, str(outdir.path / "report.md"), quiet=quiet, cl=cl):
         out.print(line)
-    say_failed(session, failed)
+    say_failed(session, failed, cl)
     return eng, code
 
 

@@ -1,25 +1,68 @@
-"""Conclusions: the verdict, causes, cleared suspects and fix drawn from the runs so far (again after every
-confirmation), the early verdict, and the solo confirmations of what a time-based conclusion rests on.
+"""Conclusions: the one owner of what the session concludes. Only this module sets the verdict (the preflight's,
+the edit search's, a salvage's, a stopped diagnosis's and a problem this machine cannot judge come through
+`settle`); it draws the verdict, causes, cleared suspects and fix from the runs so far (again after every
+confirmation), says the early verdict, and runs the solo confirmations a time-based conclusion rests on.
+
+The session is settled once per change: the pool's every save comes here (`changed`), the header is lifted from the
+runs, and only a session that differs from the one last settled has its claims derived and is handed on (the
+observer's on_change: the CLI writes it). Renderers, the console and the audit reuse those claims (`claims()`).
 """
 from __future__ import annotations
 
+import signal
 import time
 
-from diagnose.analysis import bisector, carried, evidence, fix_choice, summary
+from diagnose.analysis import bisector, carried, claims, evidence, fix_choice, summary
+from diagnose.engine.environment import lift
+from diagnose.engine.observer import Observer
 from diagnose.engine.runs import RunPool
+from diagnose.findings import Verdict
 from diagnose.session import Role, Run, Session
-from diagnose.status import ENDS_RUN, Status, Warning_
+from diagnose.status import ENDS_RUN, FAILURES, Status, Warning_
 from probes.base import WARM
 
 
 class Conclusions:
-    """The verdict, causes and fix drawn from the pool's runs, and the solo confirmations they ask for.
-    `on_verdict(session, what)` hears the verdict, then the causes, once each is decided before the end."""
+    """The verdict, causes and fix drawn from the pool's runs, the solo confirmations they ask for, and the session
+    settled once per change. The observer hears the verdict, then the causes, once each is decided before the end,
+    and every change of the session."""
 
-    def __init__(self, pool: RunPool, on_verdict=None):
+    def __init__(self, pool: RunPool, observer: Observer | None = None):
         self.pool, self.session, self.settings = pool, pool.session, pool.settings
-        self.on_verdict = on_verdict or (lambda s, what: None)
+        self.observer = observer or Observer()
         self.t0 = time.monotonic()
+        self.version = 0                  # how many different sessions were settled
+        self._last: dict | None = None    # the session as last settled, in plain data
+        self._claims: list = []
+
+    # -- the session settled once per change -------------------------------------------------------------
+    def changed(self, session: Session | None = None) -> None:
+        """The pool's on_save: the session may have changed. Handed on only when it did."""
+        with self.pool.lock:
+            if self._settle():
+                self.observer.on_change(self.session, self._last, self._claims)
+
+    def claims(self) -> list:
+        """What the session states, as it stands now (settled again first, if it changed since)."""
+        with self.pool.lock:
+            self._settle()
+            return self._claims
+
+    def _settle(self) -> bool:
+        lift(self.session)
+        data = self.session.to_dict()
+        if data == self._last:
+            return False
+        self._last, self._claims = data, claims.derive(self.session)
+        self.version += 1
+        return True
+
+    def settle(self, verdict: Verdict, complete: bool | None = None) -> None:
+        """The verdict decided elsewhere in the engine (the preflight, the edit search): set here, the one place."""
+        with self.pool.lock:
+            self.session.verdict = verdict
+            if complete is not None:
+                self.session.complete = complete
 
     def say_early(self, what: str) -> None:
         """Say what is decided before the end. 'verdict': the baseline has ended and its outcome needs no
@@ -33,14 +76,14 @@ class Conclusions:
             if any(evidence.doubt(st) for st in s.baseline.stages):
                 return      # a time-based outcome in doubt is stated once a solo rerun has confirmed it
             with self.pool.lock:
-                s.verdict = summary.verdict(s)
+                self.settle(summary.verdict(s))
             s.verdict_at_s = round(time.monotonic() - self.t0, 1)
         else:
             self.conclude()
             s.cause_at_s = round(time.monotonic() - self.t0, 1)
         self.pool.save()
         if not self.pool.all_done() or fix_choice.doubtful_evidence(s):
-            self.on_verdict(s, what)     # worth saying only when something still follows
+            self.observer.on_verdict(s, what, self.claims())     # worth saying only when something still follows
 
     def finish(self) -> Session:
         self.session.diagnosis_s = round(time.monotonic() - self.t0, 1)
@@ -54,9 +97,10 @@ class Conclusions:
         with self.pool.lock:
             bisector.conclude(s)
             _state_notes(s)
-            s.verdict = summary.verdict(s, interrupted=self.pool.stop.is_set())
-            if self.pool.stop.is_set() and s.verdict.status != Status.INTERRUPTED:
-                s.verdict.note = "the diagnosis was interrupted: conclusions rest only on the runs that finished"
+            v = summary.verdict(s, interrupted=self.pool.stop.is_set())
+            if self.pool.stop.is_set() and v.status != Status.INTERRUPTED:
+                v.note = "the diagnosis was interrupted: conclusions rest only on the runs that finished"
+            self.settle(v)
             busy = evidence.host_busy(s)
             # measured again on every conclusion, over every run so far: the latest measure is the one
             s.warnings = [w for w in s.warnings if w["kind"] != Warning_.HOST_BUSY]
@@ -67,6 +111,49 @@ class Conclusions:
                 if e.flaky:
                     s.warn(Warning_.FLAKY, e.note)
         self.pool.save()
+
+    def salvaged(self) -> None:
+        """Concluding failed (a bug of ours): no causes, the runs' verdict only."""
+        s = self.session
+        with self.pool.lock:
+            s.causes, s.cleared, s.inconclusive, s.fix = [], [], [], None
+            v = summary.verdict(s, interrupted=self.pool.stop.is_set())
+            v.note = "diagnose failed while concluding (a bug in diagnose): no causes are stated"
+            self.settle(v)
+
+    def cannot_judge(self, need: int, have: int) -> None:
+        """A multi-GPU problem on a machine with too few GPUs: the verdict, with no run."""
+        self.settle(Verdict(Status.NEEDS_GPU, message=f"this problem needs {need} GPUs; this machine has {have}",
+                            note="a multi-GPU problem runs one process per rank: run it on a machine with "
+                                 f"{need} GPUs"), complete=True)
+
+    def own_failures(self, errors: list[str]) -> None:
+        """A bug of ours on a run: where it cut the submission's own run short, that run's pass is no pass (the
+        verdict says inconclusive). A variant it cut short leaves the verdict as it stands."""
+        s = self.session
+        if not errors:
+            return
+        last = errors[0].strip().splitlines()[-1]
+        s.notes.append(f"diagnose failed on {len(errors)} run(s) (a bug in diagnose): {last}")
+        base = s.baseline
+        if s.verdict.status == Status.OK and base is not None and base.outcome == Status.INCOMPLETE:
+            self.settle(Verdict(Status.INCOMPLETE, message=f"inconclusive: diagnose failed on the submission's run "
+                                                           f"{base.id} (a bug in diagnose): {last}", runs=[base.id]))
+
+    def stopped(self, signum: int) -> None:
+        """The verdict of a diagnosis a signal stopped, on what finished alone. The engine concluded as soon as the
+        stop came, before the stage it stopped had come back: concluded again now, a stage that never ended can
+        only leave it INTERRUPTED (a failure that did end stands)."""
+        from diagnose.output.console import progress_text
+        s, name = self.session, signal.Signals(signum).name
+        v = summary.verdict(s, interrupted=True)
+        if v.status in FAILURES or v.status == Status.NEEDS_GPU:
+            v.note = "; ".join(filter(None, [v.note, f"the diagnosis was stopped by {name}: conclusions rest only on "
+                                                     f"the runs that finished"]))
+        else:
+            v = Verdict(Status.INTERRUPTED, message=f"stopped by {name} before the diagnosis ended; "
+                                                    f"{progress_text(s)}", runs=v.runs)
+        self.settle(v, complete=False)
 
     def confirm(self, runs: list[Run]) -> None:
         """Rerun each doubtful run alone, up to the stage its doubt is about."""

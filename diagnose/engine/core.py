@@ -12,7 +12,7 @@ scheduled a stage at a time, so that the verdict comes first:
               baseline runs, any stage it has not reached; released when it ends, and kept off half the
               workers until the causes stand), and the toggles that decide no cause (the warm container)
 
-No file is written here: `on_save(session)` is called whenever the session changed (the CLI saves it),
+No file is written here: the observer's on_change hears the session whenever it changed (the CLI saves it),
 so a failure or an interrupt halfway loses nothing that had finished.
 """
 from __future__ import annotations
@@ -20,12 +20,14 @@ from __future__ import annotations
 import threading
 import time
 
-from diagnose.analysis import bisector, fix_choice, summary
+from diagnose.analysis import bisector, fix_choice
 from diagnose.engine.conclusions import Conclusions
+from diagnose.engine.observer import Observer
 from diagnose.engine.planning import Planner
 from diagnose.engine.preflight import preflight
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart
+from diagnose.runs import device
 from diagnose.runs.runner import Runner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
@@ -34,17 +36,39 @@ from probes.door import deciding, infos, scan
 
 
 class Engine:
-    """The diagnosis of one submission: a RunPool runs what the Planner plans; Conclusions draws the verdict,
-    causes and fix from it. `on_verdict(session, what)` hears the verdict, then the causes, once each decided."""
+    """The diagnosis of one submission: a RunPool runs what the Planner plans; Conclusions, the one owner of what
+    the session concludes, draws the verdict, causes and fix from it and settles the session once per change. The
+    `observer` (engine/observer.py) hears every stage and run, the verdict and the causes once each is decided,
+    and every change of the session."""
 
-    def __init__(self, sub: Submission, session: Session, settings: Settings, runner: Runner, on_save=None,
-                 stop: threading.Event | None = None, on_run_done=None, on_stage=None, on_verdict=None):
+    def __init__(self, sub: Submission, session: Session, settings: Settings, runner: Runner,
+                 observer: Observer | None = None, stop: threading.Event | None = None):
         self.sub, self.session, self.settings, self.runner = sub, session, settings, runner
-        self.pool = RunPool(session, sub.source, settings, runner, stop=stop, on_save=on_save,
-                            on_run_done=on_run_done, on_stage=on_stage)
+        observer = observer or Observer()
+        self.pool = RunPool(session, sub.source, settings, runner, stop=stop, on_save=lambda s: self.concl.changed(),
+                            on_run_done=observer.on_run_done, on_stage=observer.on_stage)
         self.planner = Planner(self.pool, sub, scan(sub.source, sub.tree))
-        self.concl = Conclusions(self.pool, on_verdict)
+        self.concl = Conclusions(self.pool, observer)
         self.late: dict = {}        # the probes' plans from the baseline's evidence (and a tuning run's)
+
+    def can_judge(self) -> bool:
+        """False for a multi-GPU problem on a machine with too few GPUs: its verdict is then settled, with no run."""
+        need, have = self.settings.task.world_size, device.gpu_count()
+        if need <= 1 or need <= have:
+            return True
+        self.concl.cannot_judge(need, have)
+        return False
+
+    def ended(self, stopped_by: int | None = None) -> None:
+        """After the diagnosis: our own failures on its runs, and the signal that stopped it (if one did), settled
+        into the verdict."""
+        self.concl.own_failures(self.errors)
+        if stopped_by:
+            self.concl.stopped(stopped_by)
+
+    def claims(self) -> list:
+        """What the session states as it now stands, settled once per change: for the CLI to write and print."""
+        return self.concl.claims()
 
     @property
     def errors(self) -> list[str]:
@@ -74,7 +98,7 @@ class Engine:
     def _script(self) -> Session:
         """baseline and early toggles → verdict → late plans and tuning → combinations → causes → confirm."""
         s, pool, concl = self.session, self.pool, self.concl
-        if not preflight(pool):
+        if not preflight(pool, concl):
             return concl.finish()
         base = self._start()
         if not pool.wait(base):
@@ -191,9 +215,7 @@ class Engine:
             return self.concl.finish()
         except Exception:  # noqa: BLE001 - concluding is what failed: no causes, the runs' verdict only
             pool.fail()
-            s.causes, s.cleared, s.inconclusive, s.fix = [], [], [], None
-            s.verdict = summary.verdict(s, interrupted=pool.stop.is_set())
-            s.verdict.note = "diagnose failed while concluding (a bug in diagnose): no causes are stated"
+            self.concl.salvaged()
             return s
 
 

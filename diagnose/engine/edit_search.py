@@ -16,6 +16,7 @@ from __future__ import annotations
 from diagnose.analysis import evidence
 from diagnose.analysis.comparison import broken_by_edit
 from diagnose.analysis.ddmin import ddmin
+from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotJudge
 from diagnose.findings import Verdict
@@ -42,8 +43,9 @@ def _said(sig: tuple | None) -> str:
 
 
 class EditSearch:
-    def __init__(self, pool: RunPool, edits: list[ast_diff.Edit]):
+    def __init__(self, pool: RunPool, edits: list[ast_diff.Edit], owner: Conclusions):
         self.pool, self.edits = pool, edits     # every edit applied to GOOD is BAD, byte for byte
+        self.owner = owner                      # settles the search's verdict: the one owner of conclusions
         self.by_id = {e.id: e for e in edits}
         self.needs = ast_diff.requirements(pool.source, edits)
         self.rows: dict[frozenset, dict] = {}
@@ -166,12 +168,12 @@ class EditSearch:
         s.edit_bisect = out
         if minimal:
             ids = ", ".join(minimal)
-            s.verdict = Verdict(self.want, message=f"the edits {ids} alone turn GOOD's pass into BAD's failure "
-                                                   f"({_said(self.want_sig)})",
-                                runs=[out["good_run"], out["bad_run"], out["minimal_run"]])
+            v = Verdict(self.want, message=f"the edits {ids} alone turn GOOD's pass into BAD's failure "
+                                           f"({_said(self.want_sig)})",
+                        runs=[out["good_run"], out["bad_run"], out["minimal_run"]])
         else:
-            s.verdict = Verdict(Status.INCOMPLETE, message="no minimal set of edits could be verified",
-                                runs=[out["good_run"], out["bad_run"]],
-                                note="combinations that did not parse or broke on an edit alone decide nothing")
-        s.complete = not self.pool.stop.is_set()
+            v = Verdict(Status.INCOMPLETE, message="no minimal set of edits could be verified",
+                        runs=[out["good_run"], out["bad_run"]],
+                        note="combinations that did not parse or broke on an edit alone decide nothing")
+        self.owner.settle(v, complete=not self.pool.stop.is_set())
         return out

@@ -15,6 +15,7 @@ import re
 import sys
 
 from diagnose.analysis.started import never_reached
+from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart
 from diagnose.findings import CUT, Verdict, clip
@@ -26,9 +27,10 @@ _PIP = {"yaml": "pyyaml"}      # a module whose package is named otherwise
 _CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 
 
-def preflight(pool: RunPool) -> bool:
+def preflight(pool: RunPool, owner: Conclusions) -> bool:
     """Before any run of the submission: raises CannotStart when no run can start here, BadInput for a bad problem
-    folder; a problem this machine cannot judge makes the verdict needs_gpu. Returns whether the diagnosis goes on."""
+    folder; a problem this machine cannot judge makes the verdict needs_gpu (settled by `owner`). Returns whether the
+    diagnosis goes on."""
     if not pool.settings.preflight:
         try:
             _start_alone(pool)
@@ -50,7 +52,7 @@ def preflight(pool: RunPool) -> bool:
     if st.status != Status.NEEDS_GPU and never_reached(st) and not any(p.name == "reference_import" for p in st.phases):
         pool.quiet = True
         raise _cannot(st)
-    return _reference_failed(pool, ref, st)
+    return _reference_failed(pool, owner, ref, st)
 
 
 def _start_alone(pool: RunPool) -> None:
@@ -102,18 +104,17 @@ def _cannot(st: StageResult | None, why: str = "") -> CannotStart:
                        f"for in {where}; install it into that interpreter: {how}", missing=missing)
 
 
-def _reference_failed(pool: RunPool, ref: Run, st: StageResult) -> bool:
+def _reference_failed(pool: RunPool, owner: Conclusions, ref: Run, st: StageResult) -> bool:
     """The reference ran and failed: a package of the problem's own that this machine lacks, a reference that does
     not import (a bad folder), or one that cannot run here. Returns False: the diagnosis goes no further."""
     werr = next((e for e in st.events if e["k"] == "worker_error"), None)
     missing = _missing_package(werr, pool.settings.problem)
     if missing:      # a package of the problem's own that this machine lacks: it cannot judge, the folder is fine
-        pool.session.verdict = Verdict(
+        owner.settle(Verdict(
             Status.NEEDS_GPU, stage="reference", phase=st.phase,
             message=f"this machine cannot judge the problem: its reference imports '{missing}', which is not "
                     f"installed here", note=f"install '{missing}' (the problem's own dependency), or run it on "
-                                            f"the machine the problem is set for", runs=[ref.id])
-        pool.session.complete = True
+                                            f"the machine the problem is set for", runs=[ref.id]), complete=True)
         pool.save()
         return False
     if werr and st.status != Status.NEEDS_GPU and any(p.name == "reference_import" and not p.ok for p in st.phases):
@@ -129,10 +130,9 @@ def _reference_failed(pool: RunPool, ref: Run, st: StageResult) -> bool:
               "it needs FP4 tensor cores (sm_100, B200 class)" if any(x in msg.lower() for x in
                                                                        ("fp4", "e2m1", "float4", "sm_100"))
               else "run it on the GPU the problem is set for")
-    pool.session.verdict = Verdict(Status.NEEDS_GPU, stage="reference", phase=st.phase,
-                                   message=f"the problem's own reference cannot run here: {msg}",
-                                   note=f"this machine has {where}; {target}", runs=[ref.id])
-    pool.session.complete = True
+    owner.settle(Verdict(Status.NEEDS_GPU, stage="reference", phase=st.phase,
+                         message=f"the problem's own reference cannot run here: {msg}",
+                         note=f"this machine has {where}; {target}", runs=[ref.id]), complete=True)
     pool.save()
     return False
 

@@ -17,10 +17,10 @@ def _style(status: Status) -> str:
     return {Status.OK: "green", Status.NEEDS_GPU: "yellow", Status.INTERRUPTED: "yellow"}.get(status, "red")
 
 
-def run_summary(session: Session, report_path: str, quiet: bool = False) -> list:
+def run_summary(session: Session, report_path: str, quiet: bool = False, cl: list | None = None) -> list:
     """Renderables for the end of `diagnose run`: verdict first, then causes, cleared suspects, fix, each a
-    claim of the session (claims.py)."""
-    v, cl = session.verdict, claims.derive(session)
+    claim of the session (claims.py; `cl`, as the engine settled them, else derived again)."""
+    v, cl = session.verdict, claims.derive(session) if cl is None else cl
     said = claims.one(cl, "verdict")
     head = f"[bold {_style(v.status)}]{said.title}[/]" + (f" ({said.detail})" if said.detail else "")
     out = [f"{head} {escape(said.text)}"]

@@ -7,7 +7,7 @@ from diagnose.analysis import claims
 from diagnose.session import Session
 
 
-def render(session: Session) -> str:
+def render(session: Session, cl: list[claims.Claim] | None = None) -> str:
     data = session.to_dict()       # a copy already: adding the claims leaves the session as it was
-    data["claims"] = [asdict(c) for c in claims.derive(session)]
+    data["claims"] = [asdict(c) for c in (claims.derive(session) if cl is None else cl)]
     return json.dumps(data, indent=1, default=str) + "\n"

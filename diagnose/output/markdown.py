@@ -273,9 +273,9 @@ def _environment(s: Session) -> list[str]:
                                                           for k, v in keys] + [""]
 
 
-def render(session: Session) -> str:
+def render(session: Session, cl: list[Claim] | None = None) -> str:
     s = session
-    cl = claims.derive(s)     # every statement of the conclusions comes from these
+    cl = claims.derive(s) if cl is None else cl    # every statement of the conclusions comes from these
     lines = _head(s, cl)
     took = "" if s.diagnosis_s is None else (f" · verdict at {s.verdict_at_s:.0f} s" if s.verdict_at_s else "") + \
         (f" · causes at {s.cause_at_s:.0f} s" if s.cause_at_s else "") + f" · diagnosis {s.diagnosis_s:.0f} s"

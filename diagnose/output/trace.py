@@ -10,7 +10,8 @@ from diagnose.output import public
 from diagnose.session import Session
 
 
-def render(session: Session) -> str:
+def render(session: Session, cl=None) -> str:
+    """The trace states no claim: `cl` (the renderers' shared signature) goes unread."""
     events, scrub = [], public.scrubber(session)
     for pid, run in enumerate(session.runs, 1):
         name = str(run.role) if run.probe is None else f"{run.probe}: {run.toggle}"
