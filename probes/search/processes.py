@@ -9,8 +9,8 @@ the starting thread) inherits a pipe, and its clock reads of the submission's co
 own while that call lives, and the plain values they held. The starting process reads the pipe on a thread of its
 own (Bridge) and hands each read to its Search as another thread's (Remote frames standing in for the worker's), so
 it is counted under the frames of the phase's thread that wait for it. A forked worker inherits the hook itself; a
-spawned one runs `child` before multiprocessing's own start (its command line, as the evaluator's bootstrap is
-added), with the pipe's descriptor passed along. A worker's own workers write to the same pipe.
+spawned one runs spawned.py first (on its command line, as the evaluator's bootstrap is added), with the pipe's
+descriptor passed along. A worker's own workers write to the same pipe.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ import threading
 from probes.search.threads import submission_frames
 from probes.search.watch import frame_texts
 
-MARK = "probes.search.processes"     # in a spawned worker's command line: it writes to the pipe
+MARK = "probes.search.spawned"       # in a spawned worker's command line: it writes to the pipe
 PIPE_BUF = 4096                      # one write of at most this many bytes is never interleaved with another's
 _BRIDGE: list = []                   # this process's bridge (its patches are made once)
 
@@ -76,7 +76,8 @@ class Upstream:
             fr[5] = {}
             line = json.dumps(msg)
         try:
-            os.write(self.wfd, (line + "\n").encode()[:PIPE_BUF])
+            if len(line) < PIPE_BUF:        # else a chain too deep to send: one candidate less, never a torn one
+                os.write(self.wfd, (line + "\n").encode())
         except OSError:
             self.wfd = None         # the starting process is gone, or closed the pipe: nobody to tell
         return True
@@ -158,7 +159,7 @@ class Bridge:
             fr.f_lineno, fr.texts = line, texts
             out.append(fr)
         live = {(*key, s[0]) for s in msg["chain"]}
-        for k in [k for k in self.frames if k[:2] == key and k not in live]:
+        for k in [k for k in self.frames if (k[0], k[1]) == key and k not in live]:
             del self.frames[k]
         return out
 
@@ -222,34 +223,3 @@ def bridge(hook, wfd: int | None = None) -> Bridge:
     b.patch()
     _BRIDGE.append(b)
     return b
-
-
-class _ChildApi:
-    """What a spawned worker's hook needs of the worker's api: where the submission's code lies, and imports."""
-    args: dict = {}
-
-    def __init__(self, root: str):
-        self.submission_dir = root
-
-    def emit(self, **fields) -> None:
-        pass        # a worker says nothing of its own: its reads go up the pipe
-
-    @staticmethod
-    def on_import(module: str, patch) -> None:
-        from diagnose.runs.worker import imports
-        imports.after(module, patch)
-        imports.install()
-
-
-def child(wfd: int, root: str) -> None:
-    """First thing in a spawned worker: its clocks watched, each read of the submission's code sent up `wfd`."""
-    try:
-        from probes.search.hook import Hook
-        api = _ChildApi(root)
-        hook = Hook(api)
-        hook.patch_clocks()
-        api.on_import("torch", hook.events)
-        hook.search = Upstream(wfd, root)
-        hook.bridge = bridge(hook, wfd)
-    except Exception:  # noqa: BLE001 - the worker runs as it would without the probe
-        pass
