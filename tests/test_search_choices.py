@@ -1,8 +1,8 @@
 """The search's choice is what it computed, not how it is spelled: whatever its function returns or stores after
 timing its candidates (a tuple of two loop variables, sorted(...)[0][1], an object of the submission's own class),
 pinned per shape wherever the code reads it next (a SimpleNamespace's attributes, os.environ, a weak table and a
-list of objects, a cache bounded below the task's shapes), and candidates timed in other threads belong to the
-search that waits for them.
+list of objects, a cache bounded below the task's shapes), and candidates timed in other threads or processes belong
+to the search that waits for them.
 
 The e2e tests diagnose each style end to end (tests/fixtures/search_styles): four or six candidates at every new
 shape cost about 6 s a shape, so three test shapes and the process's start run over a 15 s budget; pinned, every
@@ -180,6 +180,8 @@ CASES = {
     "environ_choice": ("the search in _tune()", "os.environ", "os.environ.update({'DUAL_GEMM_CHUNK_64x256': '"),
     "weak_plans": ("the search in _tune()", "_ALL, _PLANS", "_PLANS.update({(64, 256): _pinned_object(Plan, {"),
     "pool_search": ("the search in custom_kernel()", "_BEST", "_BEST.update({"),
+    # candidates timed in spawned worker processes (tests/test_search_processes.py: forked ones, and the pieces)
+    "process_search": ("the search in custom_kernel()", "_BEST", "_BEST.update({"),
     "bounded_cache": ("the search in _search()", "_CACHE", "_CACHE.update({"),
 }
 

@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 
-from probes.search import kept
+from probes.search import kept, processes
 from probes.search.between import Between
 from probes.search.places import _places, added, changed
 from probes.search.returns import Returns, judged
@@ -52,6 +52,7 @@ class Hook:
         self.case = None
         # the clock wrappers share one code object: a read between two reads is no work
         self.between = Between(api, self.clock(time.perf_counter, "", 0).__code__)
+        self.bridge = processes.Bridge(self)        # install() gives it the process's, which starts workers
 
     # -- clocks --------------------------------------------------------------------------------------------
     def clock(self, fn, kind: str, weight: float):
@@ -103,11 +104,25 @@ class Hook:
         if ev is not None and hasattr(ev, "elapsed_time") and not hasattr(ev.elapsed_time, "__wrapped__"):
             ev.elapsed_time = self.clock(ev.elapsed_time, "cuda.Event.elapsed_time", 1)
 
+    # -- other processes ------------------------------------------------------------------------------------------
+    def remote(self, chain: list, msg: dict) -> None:
+        """A read a worker process sent (processes.py): another thread's candidate, under the phase's waiting frames."""
+        with self.lock:
+            if isinstance(self.search, Search):
+                self.search.read(msg["kind"], msg["weight"], None, (msg["pid"], msg["thread"]), msg.get("worked"),
+                                 chain=chain)
+
+    def forked(self, upstream) -> None:
+        """In a forked process: nothing of the parent's phase is its own; its reads go up the pipe (or nowhere)."""
+        self.lock, self.local, self.search = threading.RLock(), threading.local(), upstream
+        self.between.local = threading.local()
+
     # -- phases --------------------------------------------------------------------------------------------
     def phase(self, what: str, name: str, fields: dict) -> None:
         if not name.startswith(ARMED):
             return
         mod = sys.modules.get("submission")
+        self.bridge.drain()     # the reads workers sent before this: a phase ends with its last candidate's
         with self.lock:
             if what == "begin":
                 tune = name.startswith("tune:")
@@ -118,7 +133,7 @@ class Hook:
                 self.before = _places(mod) if mod is not None else None
                 self.case, self.returned = fields.get("case"), []
                 return
-            if self.search is None:
+            if not isinstance(self.search, Search):
                 return
             search, self.search = self.search, None
         found = search.found()
@@ -183,6 +198,7 @@ class Hook:
 def install(api) -> None:
     hook = Hook(api)
     hook.patch_clocks()
+    hook.bridge = processes.bridge(hook)
     api.on_phase(hook.phase)
     api.on_torch(hook.events)
     api.on_stage_end(hook.stage_end)

@@ -23,3 +23,14 @@ def waiting_chain(thread: int, root: str) -> list:
     while len(out) > 1 and out[-1].f_code.co_name in TRANSIENT:
         out.pop()
     return out
+
+
+def submission_frames(first, root: str, skip=()) -> list:
+    """The frames of the submission's code from `first` up, outermost first (but those in `skip`, by id)."""
+    out = []
+    while first is not None:
+        if first.f_code.co_filename.startswith(root) and id(first) not in skip:
+            out.append(first)
+        first = first.f_back
+    out.reverse()
+    return out

@@ -20,7 +20,7 @@ import threading
 import time
 
 from probes.search import objects
-from probes.search.threads import waiting_chain
+from probes.search.threads import submission_frames, waiting_chain
 
 MIN_CANDIDATES = 3
 CLOCKS = ("perf_counter", "perf_counter_ns", "monotonic", "monotonic_ns", "time", "time_ns", "process_time",
@@ -119,21 +119,19 @@ class Search:
         self.waited: dict[tuple, int] = {}  # (function, line) -> how many of its calls were waits (at most 8 places)
         self.thread = threading.get_ident()     # the phase's own thread: it waits for candidates timed in others
         self.held: dict[int, object] = {}       # its frames on other threads' chains, held so their ids stay theirs
+        self.waiter: dict[int, list] = {}       # a worker process's pid -> where the phase's thread last waited for it
 
-    def read(self, kind: str, weight: float, first, thread: int, worked: bool | None = None) -> bool:
+    def read(self, kind: str, weight: float, first, thread, worked: bool | None = None, chain=None) -> bool:
         """Record a read; `worked`: whether work ran on this thread since its last read (between.py; None where
-        nobody watched). True while the reading frame is undecided (a wait, or a loop with work between its reads):
-        the hook then watches until the thread's next read."""
-        chain, f = [], first
-        while f is not None:
-            if f.f_code.co_filename.startswith(self.api.submission_dir):
-                chain.append(f)
-            f = f.f_back
-        chain.reverse()
+        nobody watched); `chain`: another process's read (processes.py), its frames as sent, `thread` (pid, thread).
+        True while the reading frame is undecided (a wait, or a loop with work between its reads)."""
+        chain = submission_frames(first, self.api.submission_dir) if chain is None else chain
         if not chain:
             return False
         if thread != self.thread:       # a worker's candidate: its chain starts where the phase's thread waits
             waiting = waiting_chain(self.thread, self.api.submission_dir)
+            if isinstance(thread, tuple):   # a process's read comes through a pipe, maybe after its caller moved on
+                waiting = self.waiter[thread[0]] = waiting or self.waiter.get(thread[0], [])
             for fr in waiting:
                 self.held.setdefault(id(fr), fr)
             chain = waiting + chain
@@ -278,15 +276,21 @@ def _text(v) -> str | None:
     return text if len(text) <= VALUE_TEXT else None
 
 
+def frame_texts(fr) -> dict:
+    """The plain values by name in one frame, as text; a worker process's frame (processes.Remote) sent its own."""
+    if getattr(fr, "texts", None) is not None:
+        return fr.texts
+    try:
+        return {n: t for n, v in list(fr.f_locals.items()) if (t := _text(v)) is not None}
+    except Exception:  # noqa: BLE001 - a frame whose locals cannot be read adds nothing
+        return {}
+
+
 def _values(chain) -> list[dict]:
     """For each frame of a read's chain, the plain values by name in it and in every frame below it: what that
     frame's call had in hand at this read (a deeper frame's name over its caller's)."""
     out, below = [], {}
     for fr in reversed(chain):
-        try:
-            here = {n: t for n, v in list(fr.f_locals.items()) if (t := _text(v)) is not None}
-        except Exception:  # noqa: BLE001 - a frame whose locals cannot be read adds nothing
-            here = {}
-        below = {**here, **below}
+        below = {**frame_texts(fr), **below}
         out.append(below)
     return out[::-1]
