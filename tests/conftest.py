@@ -142,3 +142,13 @@ def cli(*args, timeout=600, env=None, cwd=None) -> subprocess.CompletedProcess:
 def has_cuda() -> bool:
     from diagnose.runs.device import has_gpu
     return has_gpu()
+
+
+def cpu_slowdown(cpu_seconds: float = 0.3) -> float:
+    """How much slower than an idle core this machine runs CPU work now: the wall time of a busy loop over its own
+    CPU time (1.0 alone on a core; 2.0 where another process shares it). A test whose budget is a wall-clock margin
+    scales it by this, so that a busy machine moves the margin, not the verdict."""
+    w0, c0 = time.perf_counter(), time.process_time()
+    while time.process_time() - c0 < cpu_seconds:
+        pass
+    return max(1.0, (time.perf_counter() - w0) / (time.process_time() - c0))
