@@ -69,6 +69,15 @@ class Settings:
     def gpus_for(self) -> list[str]:
         return list(self.task.gpus)
 
+    def task_for(self, step: str) -> dict:
+        """The task as a step reads it. A tuning run searches only the shapes of the stages this diagnosis runs: a
+        benchmark shape no stage reaches needs no pin, and its search cost the tuning run as long as a test's."""
+        task = self.task.to_dict()
+        if step == "tune":
+            task = {**task, "tests": task["tests"] if "test" in self.stages else [],
+                    "benchmarks": task.get("benchmarks", []) if {"benchmark", "leaderboard"} & set(self.stages) else []}
+        return task
+
     @property
     def cases(self) -> list[dict]:
         """The task's test then benchmark cases (a warm-up's shapes)."""

@@ -46,7 +46,7 @@ def spec_for(s: Settings, what: str, box: Container, job: Job, argv: list[str], 
              tool_paths: list[str], stacks: str, outputs: str = "") -> WorkerSpec:
     """What the worker reads for one step of a job (the stage itself, or `what="compile"`, its compile step):
     the one place the run's settings become the child's."""
-    return WorkerSpec(submission=str(box.work / "submission.py"), stage=what, task=s.task.to_dict(),
+    return WorkerSpec(submission=str(box.work / "submission.py"), stage=what, task=s.task_for(what),
                       budget_s=s.deadline(what, REFERENCE_BUDGET_S), root=str(box.root), stacks_prefix=stacks,
                       depth=s.depth, sample_repeats=s.sample_repeats, sample_seconds=s.sample_seconds,
                       gpu_lock=gpu_lock, flush_bytes=s.flush_bytes, watch=list(job.watch), sample=s.sample,
