@@ -70,6 +70,58 @@ def test_folders_import_only_down_the_data_flow():
                                  "diagnose.runs.runner.stages"))]
 
 
+# The analysis, split by what each part decides, each importing only those before it: what the runs show and the
+# verdict, what each toggle changed, the causes and the fix, and the claims with the audit that checks them.
+ANALYSIS_ORDER = ["verdict", "effects", "causes", "audit"]
+
+
+def analysis_arrows_up(root: Path) -> list[str]:
+    """Each import inside diagnose/analysis/ that reaches a subpackage later in ANALYSIS_ORDER (so none forms a
+    circle), and each module that sits outside the subpackages (the folder's own __init__.py aside)."""
+    wrong, base = [], root / "diagnose" / "analysis"
+    for p in sorted(base.rglob("*.py")):
+        rel = p.relative_to(base)
+        if len(rel.parts) == 1:
+            wrong += [] if rel.name == "__init__.py" else [f"{p.relative_to(root)} sits outside the subpackages"]
+            continue
+        if rel.parts[0] not in ANALYSIS_ORDER:
+            wrong.append(f"{p.relative_to(root)} is in no subpackage of ANALYSIS_ORDER")
+            continue
+        mine = ANALYSIS_ORDER.index(rel.parts[0])
+        for m in sorted(_imports(p, submodules=True)):
+            parts = m.split(".")
+            if parts[:2] == ["diagnose", "analysis"] and len(parts) > 2 and parts[2] in ANALYSIS_ORDER \
+                    and ANALYSIS_ORDER.index(parts[2]) > mine:
+                wrong.append(f"{p.relative_to(root)} imports {m}")
+    return wrong
+
+
+def test_the_analysis_subpackages_import_only_those_before_them():
+    wrong = analysis_arrows_up(ROOT)
+    assert not wrong, wrong
+    for sub in ANALYSIS_ORDER:
+        doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / "analysis" / sub / "__init__.py").read_text()))
+        assert doc and "Takes" in doc and "give" in doc, (sub, doc)      # says what it takes and gives
+        assert len(list((ROOT / "diagnose" / "analysis" / sub).glob("*.py"))) > 2, sub
+
+
+def test_the_analysis_rule_bites(tmp_path):
+    files = {"diagnose/analysis/verdict/summary.py": "from diagnose.analysis.causes import bisector",
+             "diagnose/analysis/effects/effects.py": "from diagnose.analysis.verdict.evidence import thin",
+             "diagnose/analysis/causes/unfixed.py": "def f():\n    from diagnose.analysis.audit.claims import Claim",
+             "diagnose/analysis/flat.py": "", "diagnose/analysis/other/x.py": "", "diagnose/analysis/__init__.py": ""}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert analysis_arrows_up(tmp_path) == [
+        "diagnose/analysis/causes/unfixed.py imports diagnose.analysis.audit.claims",
+        "diagnose/analysis/causes/unfixed.py imports diagnose.analysis.audit.claims.Claim",
+        "diagnose/analysis/flat.py sits outside the subpackages",
+        "diagnose/analysis/other/x.py is in no subpackage of ANALYSIS_ORDER",
+        "diagnose/analysis/verdict/summary.py imports diagnose.analysis.causes",
+        "diagnose/analysis/verdict/summary.py imports diagnose.analysis.causes.bisector"]
+
+
 def test_the_top_level_holds_only_the_folders_and_the_shared_records():
     flat = sorted(p.name for p in (ROOT / "diagnose").glob("*.py"))
     assert flat == ["__init__.py", "__main__.py", "errors.py", "findings.py", "session.py", "status.py"], flat
