@@ -470,3 +470,41 @@ def test_only_the_owner_of_the_conclusions_sets_a_verdict():
         for code in ("s.verdict = v", "a, s.verdict = 1, v", "s.verdict: int = 1"):
             (Path(d) / "m.py").write_text(code)
             assert "verdict" in _assigned_attrs(Path(d) / "m.py"), code
+
+
+def map_errors(root: Path, doc: str) -> list[str]:
+    """What docs/layout.md's map gets wrong of a tree: each path it names that does not exist, and each folder and
+    module of diagnose/ (and each module at probes/' top level) that it leaves out."""
+    from tests.layout_map import block, named
+    said = named(block(doc))
+    there = {p.relative_to(root).with_suffix("").as_posix() if p.suffix else p.relative_to(root).as_posix()
+             for p in [*(root / "diagnose").rglob("*.py"), *(root / "probes").glob("*.py")] if p.stem != "__init__"}
+    dirs = [root / "diagnose", root / "probes", *(root / "diagnose").rglob("*")]
+    there |= {d.relative_to(root).as_posix() for d in dirs if d.is_dir() and any(d.rglob("*.py"))}
+    there_paths = {t if (root / t).is_dir() else t + ".py" for t in there}
+    return ([f"the map names {p}, which does not exist" for p in sorted(said - there_paths)] +
+            [f"the map leaves out {p}" for p in sorted(there_paths - said)])
+
+
+def test_the_map_is_true():
+    from tests.layout_map import block, tree
+    doc = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    wrong = map_errors(ROOT, doc)
+    assert not wrong, wrong
+    assert block(doc) == tree(), "docs/layout.md's map is not what `python -m tests.layout_map` prints"
+
+
+def test_the_map_rule_bites(tmp_path):
+    from tests.layout_map import BEGIN, END
+    for rel in ("diagnose/__init__.py", "diagnose/session.py", "diagnose/runs/jail.py", "diagnose/runs/__init__.py",
+                "diagnose/tasks/fp8/task.py", "probes/__init__.py", "probes/door.py", "probes/helion/probe.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('"""x."""')
+    doc = (f"{BEGIN}\n```\ndiagnose/                   x.\n  session.py                x.\n"
+           "                            a second line of its description.\n  gone.py\n  runs/\n"
+           f"    walls.py\nprobes/\n  door.py\n```\n{END}\n")
+    assert map_errors(tmp_path, doc) == [
+        "the map names diagnose/gone.py, which does not exist",
+        "the map names diagnose/runs/walls.py, which does not exist",
+        "the map leaves out diagnose/runs/jail.py", "the map leaves out diagnose/tasks",
+        "the map leaves out diagnose/tasks/fp8", "the map leaves out diagnose/tasks/fp8/task.py"]
