@@ -85,7 +85,7 @@ class PlanState(Word):
 
 
 class Compared(Word):
-    """A variant against the baseline (analysis/comparison.compare)."""
+    """A variant against the baseline (analysis/verdict/comparison.compare)."""
     SAME = "same"            # the same failure
     FIXED = "fixed"          # got past the baseline's failure
     MOVED = "moved"          # the same kind of failure, at a later stage

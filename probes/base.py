@@ -91,7 +91,7 @@ class ProbeInfo:
     mechanisms: tuple[str, ...] = ()
     # Figures this probe derives from the session's runs, as claims: (key, sentence, run ids) each.
     figures: Callable | None = None
-    # What its toggle takes away, measured in the variant's run against the baseline's (analysis/effects.py):
+    # What its toggle takes away, measured in the variant's run against the baseline's (analysis/effects/effects.py):
     # "lines" (the time in the statements it edits), "compile" (the compile calls' settings, recompiles),
     # "records" (the probe's own, by its `records` hook: probes/spec.py), "measure" (the probe's own measure of its
     # own evidence, by its `measure` hook), "switch". A variant is "without the suspect" only where that measure

@@ -27,15 +27,15 @@ Optional (absent means: nothing of that kind):
                                           probe's suspect is the cause ("compile", "build", ...)
 - records(step) -> list[dict]             its evidence records in one step (a StageResult), each with its
                                           `seconds`, read from its facts: with INFO.takes_away "records", what
-                                          its toggle takes away is measured on them (analysis/effects.py)
+                                          its toggle takes away is measured on them (analysis/effects/effects.py)
 - RECORDS: str                            those records in words ("extension builds"), for that measure
 - report(session, code) -> list[str]      its section of report.md, Markdown lines ([]: none); `code` is the
                                           renderer's code span for any text of the run
 - REPORT: tuple[str, str]                 that section's heading and what its fold holds, in a few words
 - measure(base, run) -> (reached, removed, what)
                                           with INFO.takes_away "measure": what its toggle took away, measured by the
-                                          probe itself on evidence only it reads (analysis/effects.py makes it an
-                                          Effect: reached, removed as bool or None, what in words)
+                                          probe itself on evidence only it reads (analysis/effects/effects.py makes it
+                                          an Effect: reached, removed as bool or None, what in words)
 - wrong_by(step) -> str                   how far a wrong output in the step (a StageResult) is from the
                                           reference's, in words, for the verdict's note ('': it cannot say)
 - failure(step) -> list[str]              its Markdown lines in the report's Failure section, about the failed
@@ -46,7 +46,7 @@ Optional (absent means: nothing of that kind):
 - negatives(session, line) -> list[tuple[str, str]]
                                           what the session's records show against what its own line of the report
                                           ({name, state, why}) says is not there: (audit rule, what they show); the
-                                          audit refuses the line for each (analysis/audit_negative.py)
+                                          audit refuses the line for each (analysis/audit/audit_negative.py)
 - COMPILE_KWARGS: tuple[str, ...]         the torch.compile keyword arguments its toggles set: the compile measure
                                           compares every compile call's values of them in both runs
 - SAVES: tuple[str, ...]                  a runtime switch (INFO.takes_away "switch"): the probes whose records

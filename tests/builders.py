@@ -43,8 +43,9 @@ def stage(name, status="ok", wall=10.0, per_call_us=None, predicted=None, lock_w
     return st
 
 
-# What each probe's toggle takes away in SOURCE, as a run of the variant records it (analysis/effects.py measures
-# it against the baseline's record): the compile call's settings, the outer capture, the warmup loop's time at L8.
+# What each probe's toggle takes away in SOURCE, as a run of the variant records it (analysis/effects/effects.py
+# measures it against the baseline's record): the compile call's settings, the outer capture, the warmup loop's time
+# at L8.
 _COMPILE = {"caller_file": "/c/r0/work/submission.py", "caller_line": 2, "target": "f", "via": "decorator"}
 # An outer capture still open in the first call, as the graph_capture probe's facts hold one (a record of a schema-4
 # session's StageResult.captures, lifted: probes/graph_capture/facts.py reads it as its hook's begin and end events)

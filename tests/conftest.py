@@ -104,7 +104,7 @@ def _audit_sessions(root: Path) -> list[str]:
     """Every claim of every session.json under root, checked against that session's own runs."""
     import json
 
-    from diagnose.analysis.audit import audit
+    from diagnose.analysis.audit.audit import audit
     from diagnose.session import Session
     out = []
     for f in sorted(root.rglob("session.json")):

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from diagnose.analysis import bisector, summary
-from diagnose.analysis.audit import RULES, audit
+from diagnose.analysis.audit.audit import RULES, audit
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.verdict import summary
 from diagnose.findings import Cause, Cleared
 from diagnose.session import Role
 from diagnose.status import Confidence, Status
@@ -221,7 +222,7 @@ def test_a_session_that_ran_no_probe_names_the_failure_and_says_its_cause_was_no
     (["diagnose", "bisect", "good.py", "bad.py"], "diagnose run kernels/sub.py"),
     ([], "diagnose run kernels/sub.py")])
 def test_the_run_command_keeps_the_users_inputs_and_drops_what_stops_it_looking(command, want):
-    from diagnose.analysis.not_looked import run_command
+    from diagnose.analysis.causes.not_looked import run_command
     s = no_probe_session()
     s.command = command
     assert run_command(s) == want
@@ -314,7 +315,7 @@ def test_report_audit_exits_by_what_it_finds(tmp_path):
 
 
 def test_every_finding_names_a_claim_the_report_prints():
-    from diagnose.analysis.audit import audit_claims
+    from diagnose.analysis.audit.audit import audit_claims
     for rule, s in _broken():
         checked, loose = audit_claims(s)
         assert not loose, (rule, loose)

@@ -1,8 +1,9 @@
 """The bisector on hand-built sessions: no process runs here."""
 import json
 
-from diagnose.analysis import bisector, comparison
-from diagnose.analysis.ddmin import ddmin
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.causes.ddmin import ddmin
+from diagnose.analysis.verdict import comparison
 from diagnose.session import Role, Session
 from diagnose.status import Status
 from tests.builders import run, session
@@ -180,7 +181,7 @@ def test_a_suspect_is_never_both_a_cause_and_cleared():
 def test_a_timeout_outside_the_submissions_code_is_not_called_a_bug_in_it():
     """The deadline found the run in the evaluator's code, with no sample in the submission: the runs
     cannot name what held it, so no cause is stated and the report says why."""
-    from diagnose.analysis import summary
+    from diagnose.analysis.verdict import summary
     from diagnose.output import markdown
     from diagnose.status import UNEXPLAINED
     s = session([run("r0", outcome="timeout", fail_at="benchmark")])
@@ -212,7 +213,7 @@ def test_within_noise_the_fix_that_names_the_mechanism_is_chosen():
 def test_a_search_at_every_new_shape_is_charged_with_every_first_call():
     """A tuning sweep in custom_kernel: 31 s and 20 s in the first two shapes, then the deadline cuts the third
     at 3 s. The hot spot carries the whole cost, and what the line was inside across the calls names it."""
-    from diagnose.analysis import hotspots
+    from diagnose.analysis.verdict import hotspots
     from diagnose.session import Phase
     base = run("r0", outcome="timeout", fail_at="test", site={"file": "x", "line": 7, "func": "custom_kernel"})
     st = base.stages[1]
@@ -236,7 +237,7 @@ def test_two_causes_that_each_fail_alone_are_kept_apart_and_need_both_edits():
     """A warmup and a search at each new shape, each over the budget alone: no single toggle fixes it, the run
     that keeps only one of them still fails either way, and only the run without both passes. Two causes, each
     saying it fails alone; never an interaction that 'needs all of' them."""
-    from diagnose.analysis.audit import audit
+    from diagnose.analysis.audit.audit import audit
     site = {"file": "/c/submission.py", "line": 8}
     runs = [run("r0", outcome="timeout", fail_at="test", site=site),
             run("r1", "warmup", "warmup N->1", outcome="timeout", fail_at="test", site=site),

@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from diagnose.analysis import summary
+from diagnose.analysis.verdict import summary
 from diagnose.output.console import Word, check_lines
 from diagnose.runs.protocol import Depth
 from diagnose.runs.runner.deeper import judge, settle, undecided

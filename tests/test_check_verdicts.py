@@ -42,7 +42,7 @@ def test_every_failure_the_harness_reports_fails_with_exit_1(tmp_path, status):
 
 
 def _timed_out(lost: bool = False):
-    from diagnose.analysis import summary
+    from diagnose.analysis.verdict import summary
     from tests.builders import run, session
     s = session([run("r0", outcome="timeout", fail_at="test", walls=(5.0, 12.0))])
     if lost:        # the evaluator's pool worker died: the harness waits out its budget wherever it runs
@@ -121,7 +121,7 @@ def test_every_word_has_its_own_code_defined_once():
 
 
 def test_a_pass_with_a_thin_margin_is_at_risk_exit_4():
-    from diagnose.analysis import summary
+    from diagnose.analysis.verdict import summary
     from diagnose.output.console import Word, check_lines
     from tests.builders import run, session
     s = session([run("r0", walls=(9.0, 9.0, 9.0), budgets={"compile": 10.0, "test": 10.0, "benchmark": 10.0})])

@@ -131,8 +131,8 @@ def test_help_is_instant_because_the_parent_never_imports_torch():
         times.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
         assert res.returncode == 0 and "run" in res.stdout
     assert statistics.median(times) < 0.5, times
-    code = ("import sys, diagnose.cli.app, diagnose.engine, diagnose.runs.runner.stages, diagnose.analysis.bisector, "
-            "diagnose.output; print('torch' in sys.modules)")
+    code = ("import sys, diagnose.cli.app, diagnose.engine, diagnose.runs.runner.stages, "
+            "diagnose.analysis.causes.bisector, diagnose.output; print('torch' in sys.modules)")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert res.stdout.strip() == "False", res.stderr
 

@@ -5,7 +5,7 @@ import ast
 import threading
 from pathlib import Path
 
-from diagnose.analysis import claims
+from diagnose.analysis.audit import claims
 from diagnose.engine import Engine
 from diagnose.engine.observer import Observer
 from diagnose.runs.runner.scripted import ScriptedRunner

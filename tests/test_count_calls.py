@@ -9,8 +9,9 @@ import json
 
 import pytest
 
-from diagnose.analysis import bisector, summary
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.verdict import summary
 from diagnose.session import Session
 from diagnose.source.edits import unified_diff
 from probes.base import PlanContext

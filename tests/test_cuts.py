@@ -58,12 +58,12 @@ def test_clip_prefers_a_clause_end_and_keeps_the_sentence_that_was_cut_before():
 
 # Every other slice that shortens text or a list, by file: what it takes, and why it is no cut sentence.
 SLICED = {
-    "diagnose/analysis/bisector.py": {"fixing[:1]", "by[p][:1]"},                 # the first run of each
-    "diagnose/analysis/carried.py": {"shown[:3]", "paths[:3]"},                   # "... and N more"
-    "diagnose/analysis/effect_lines.py": {"text[:1]"},                            # a tag's one character
-    "diagnose/analysis/hotspots.py": {"sorted(lines.items(), key=lambda kv: -kv[1])[:TOP]"},    # the top lines
-    "diagnose/analysis/not_looked.py": {"a[:2]", "out[:2]"},                     # an option's name; argv's head
-    "diagnose/analysis/unfixed.py": {"runs[:8]"},                                 # "and N more toggle(s)"
+    "diagnose/analysis/causes/bisector.py": {"fixing[:1]", "by[p][:1]"},                 # the first run of each
+    "diagnose/analysis/verdict/carried.py": {"shown[:3]", "paths[:3]"},                   # "... and N more"
+    "diagnose/analysis/effects/effect_lines.py": {"text[:1]"},                            # a tag's one character
+    "diagnose/analysis/verdict/hotspots.py": {"sorted(lines.items(), key=lambda kv: -kv[1])[:TOP]"},    # the top lines
+    "diagnose/analysis/causes/not_looked.py": {"a[:2]", "out[:2]"},                     # an option's name; argv's head
+    "diagnose/analysis/causes/unfixed.py": {"runs[:8]"},                                 # "and N more toggle(s)"
     "diagnose/output/console.py": {'claims.by_kind(cl, "cause")[:3]', "lines[-1:]"},   # top causes; quiet's line
     "diagnose/output/md_public.py": {"body[:-1]", "lines[:2]"},                   # a fold's lines
     # torch's recompile reasons (evidence): marking the cut re-renders the committed recompile-storm examples
@@ -79,7 +79,7 @@ SLICED = {
 # package alone
 SLICED.update({f"probes/{name}/{file}": slices for name in door.names()
                for file, slices in door.value(name, "EXPECTED", {}).get("sliced", {}).items()})
-WRITERS = sorted({*ROOT.glob("diagnose/output/*.py"), *ROOT.glob("diagnose/analysis/*.py"),
+WRITERS = sorted({*ROOT.glob("diagnose/output/*.py"), *ROOT.glob("diagnose/analysis/**/*.py"),
                   *ROOT.glob("diagnose/facts/*.py"), ROOT / "diagnose/triage/rows.py", *ROOT.glob("probes/**/*.py")})
 
 

@@ -167,7 +167,7 @@ GPU = [{"k": "env", "cuda_available": True}]      # a prediction is judged again
 
 def test_at_risk_past_its_budget_is_the_baselines_timeout_by_measure_not_a_fix():
     """(the GPU's g5) an edit whose benchmark sample predicts 128 s of a 60 s budget did not fix a timeout there."""
-    from diagnose.analysis.comparison import compare
+    from diagnose.analysis.verdict.comparison import compare
     from diagnose.status import Compared
     base = _run("r0", [stage("test", wall=30.0, budget=60.0), stage("benchmark", "timeout", wall=60.0, budget=60.0)])
     over = _run("r2", [stage("test", wall=6.0, budget=60.0), stage(
@@ -186,7 +186,7 @@ def test_at_risk_past_its_budget_is_the_baselines_timeout_by_measure_not_a_fix()
 def test_records_cut_off_by_the_same_deadline_are_judged_per_record_and_per_call_not_by_their_sum():
     """Both runs tuned until the deadline: their seconds are alike, but the pin times fewer configs a key and the key
     without the float tunes at fewer calls. Each took part of the work away: neither 'ran unchanged' nor gone."""
-    from diagnose.analysis.effect_calls import library_effect
+    from diagnose.analysis.effects.effect_calls import library_effect
     from probes import door
     records = door.of("autotune", "records")
 

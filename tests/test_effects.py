@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.analysis import bisector
-from diagnose.analysis.audit import audit
-from diagnose.analysis.effect_lines import line_map
-from diagnose.analysis.effects import effect, one_suspect
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.effects.effect_lines import line_map
+from diagnose.analysis.effects.effects import effect, one_suspect
 from diagnose.session import Session
 from diagnose.source.edits import unified_diff
 from tests.builders import SOURCE, run, session

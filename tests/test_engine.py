@@ -151,8 +151,8 @@ def test_a_timeout_that_passes_alone_is_not_reported_as_a_timeout():
     assert "flaky" in s.verdict.note and s.causes == []
     assert any(w["kind"] == "flaky" for w in s.warnings)
     # the pass is the solo rerun's: the verdict names it, and its figures are that run's finished stages
-    from diagnose.analysis.audit import audit
-    from diagnose.analysis.claims import derive, one
+    from diagnose.analysis.audit.audit import audit
+    from diagnose.analysis.audit.claims import derive, one
     alone = next(r for r in s.runs if r.role == Role.CONFIRM)
     assert s.verdict.runs == [s.baseline.id, alone.id] and audit(s) == [], [str(f) for f in audit(s)]
     said = one(derive(s), "verdict").text
@@ -171,7 +171,7 @@ def test_a_doubtful_failure_is_rerun_through_the_stages_it_cut_off():
 def test_a_flaky_failure_whose_rerun_stopped_early_is_inconclusive():
     """The solo rerun passed the stage that failed under load, then stopped before the later stages:
     the verdict cannot be ok, and says which stages never ran."""
-    from diagnose.analysis import summary
+    from diagnose.analysis.verdict import summary
     s, _ = diagnose(STORM, lambda r: _loaded_timeout(r, "ok"), jobs=3, probes=[])
     confirm = next(r for r in s.runs if r.role == Role.CONFIRM)
     confirm.stages = confirm.stages[:2]
@@ -291,8 +291,8 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
     assert first_combo < last_costing, order
 
 
-# What a crashing Round 9 run records of the suspects its toggles take away (analysis/effects.py measures them): the
-# compile call's settings, and the outer capture it crashed in.
+# What a crashing Round 9 run records of the suspects its toggles take away (analysis/effects/effects.py measures them):
+# the compile call's settings, and the outer capture it crashed in.
 ROUND9_RECORDS = {"compile_calls": [{"caller_file": "/c/r0/work/submission.py", "caller_line": 15, "via": "decorator",
                                      "target": "_fused_silu_mul",
                                      "kwargs": {"mode": "max-autotune", "fullgraph": True}}],

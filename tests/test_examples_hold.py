@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from diagnose.analysis.audit import audit_claims
+from diagnose.analysis.audit.audit import audit_claims
 from diagnose.output import markdown
 from diagnose.session import Session
 from tests.conftest import ROOT

@@ -5,8 +5,8 @@ session's StageResult.captures is read into the same facts."""
 import json
 import types
 
-from diagnose.analysis import summary
-from diagnose.analysis.effects import effect
+from diagnose.analysis.effects.effects import effect
+from diagnose.analysis.verdict import summary
 from diagnose.runs.runner.child import ChildResult
 from diagnose.runs.runner.timeline import build_stage
 from diagnose.session import Phase, Session, StageResult

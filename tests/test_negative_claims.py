@@ -2,11 +2,12 @@
 module took a value the searches timed ... and no function of theirs returned it") or says cut work off or held it
 ("inside CUDA initialisation", "the last cut off by the deadline") is written from the runs' records, and
 `report --audit` re-derives it from them: a session where it holds passes, one whose records show it false is
-refused (analysis/audit_negative.py). Each of the four was false in a case seen on a GPU."""
+refused (analysis/audit/audit_negative.py). Each of the four was false in a case seen on a GPU."""
 from __future__ import annotations
 
-from diagnose.analysis import bisector, summary
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.verdict import summary
 from diagnose.session import Phase, Role, Run, StageResult
 from diagnose.status import NOT_LOOKED, Status
 from probes.helion import probe as helion

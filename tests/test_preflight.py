@@ -2,7 +2,7 @@
 of the submission a run's worker is started alone (torch, the device, the reference), and where it cannot start,
 `run` and `check` end in one line, no report: exit 3 for a package the worker's Python lacks, naming it, the
 interpreter and what to run; 70 for anything else. And a run whose worker never reached the submission proves
-nothing (analysis/started.py): the analysis draws no cause from it, and the audit rejects one drawn from it."""
+nothing (analysis/verdict/started.py): the analysis draws no cause from it, and the audit rejects one drawn from it."""
 from __future__ import annotations
 
 import importlib.metadata as md
@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.analysis import bisector, summary
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.verdict import summary
 from diagnose.session import Phase, StageResult
 from diagnose.status import Status
 from tests.builders import run, session

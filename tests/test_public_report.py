@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from diagnose.analysis import claims
+from diagnose.analysis.audit import claims
 from diagnose.findings import FixCost
 from diagnose.output import RENDERERS
 from diagnose.session import Session

@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import ROOT, cli
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-# what a busy machine adds (analysis/evidence.py: the host-busy warning, a solo rerun's confirmation)
+# what a busy machine adds (analysis/verdict/evidence.py: the host-busy warning, a solo rerun's confirmation)
 BUSY_LINES = (re.compile(r"  warning: the host was busy: .*"), re.compile(r"  confirmed by a solo rerun \(r\d+\)"))
 BUSY_TAIL = r"(?: \(unconfirmed\))?"
 

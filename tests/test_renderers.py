@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.analysis import bisector, summary
+from diagnose.analysis.causes import bisector
+from diagnose.analysis.verdict import summary
 from diagnose.output import RENDERERS
 from diagnose.session import Role
 from tests.builders import run, session

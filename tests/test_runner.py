@@ -4,7 +4,7 @@ import threading
 
 import pytest
 
-from diagnose.analysis import summary
+from diagnose.analysis.verdict import summary
 from diagnose.runs.harness import stage_budgets
 from diagnose.runs.runner import Job
 from diagnose.runs.runner.stages import StageRunner

@@ -94,7 +94,7 @@ def test_without_an_output_directory_nothing_is_written(live, monkeypatch):
 
 def test_the_claims_the_engine_settled_are_what_the_files_state(tmp_path, live, monkeypatch):
     """A copy handed on with its claims is rendered from them: never derived a second time off the engine."""
-    from diagnose.analysis import claims
+    from diagnose.analysis.audit import claims
     settled = claims.derive(live)
     calls = []
     real = claims.derive

@@ -57,3 +57,42 @@ def test_a_solo_job_runs_with_nothing_beside_it():
     finally:
         release.set()
         sched.close()
+
+
+def test_the_policy_alone_decides_who_starts():
+    """ReservePolicy without a thread: a solo job waits for an empty pool and holds it; background work leaves the
+    reserve free."""
+    from diagnose.engine.policy import ReservePolicy
+    p = ReservePolicy(3, background=3, reserve=1)
+    assert p.may_start(3, False)
+    p.started(3, False)
+    assert p.may_start(3, False) and not p.may_start(0, True)      # a solo job waits for the one running
+    p.started(3, False)
+    assert not p.may_start(3, False) and p.may_start(0, False)     # the last worker is kept for deciding work
+    p.ended(3, False)
+    p.ended(3, False)
+    p.started(0, True)
+    assert not p.may_start(0, False) and not p.may_start(0, True)  # nothing starts beside a solo job
+    p.ended(0, True)
+    assert p.may_start(5, False)
+
+
+def test_the_pool_runs_what_its_policy_lets_start():
+    """Another policy plugs into the same pool: one that lets nothing start until it is opened."""
+    from diagnose.engine.policy import ReservePolicy
+
+    class Gate(ReservePolicy):
+        opened = False
+
+        def may_start(self, priority, solo):
+            return self.opened and super().may_start(priority, solo)
+    stop, gate = threading.Event(), Gate(2)
+    sched = Scheduler(2, stop, policy=gate)
+    try:
+        fut = sched.submit(lambda: "ran", 0)
+        time.sleep(0.3)
+        assert not fut.done()
+        gate.opened = True                 # the pool asks again at least every 0.2 s
+        assert fut.result(timeout=5) == "ran"
+    finally:
+        sched.close()

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
 from diagnose.findings import Cause
 from diagnose.session import Session
 from diagnose.status import CauseKind, Confidence

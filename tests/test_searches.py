@@ -148,8 +148,9 @@ def test_a_message_whose_template_was_applied_twice_reads_once():
 def test_a_harness_rule_with_no_verified_fix_is_named_as_the_rule_with_the_strategies_tried():
     """No toggle fixed it: the cause is the evaluator's rule (where it is set), not "a bug in the code", and it
     lists what was tried and how each ended instead of "no probe found a suspect"."""
-    from diagnose.analysis import bisector, summary
-    from diagnose.analysis.audit import audit
+    from diagnose.analysis.audit.audit import audit
+    from diagnose.analysis.causes import bisector
+    from diagnose.analysis.verdict import summary
     from tests.builders import run, session
     exc = {"type": "AutotuningDisallowedInEnvironment", "message": "disabled by HELION_DISALLOW_AUTOTUNING=1"}
     s = session([run("r0", outcome="crash", fail_at="test", exception=exc,

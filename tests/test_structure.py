@@ -48,26 +48,95 @@ def test_the_check_sees_what_it_checks():
 
 # What each folder may import from the others: only what comes before it in the data flow, and the shared
 # records (session, status, errors, findings). The engine and the CLI drive the rest and may import it. The
-# probes (a package of their own) read the source and the run facts, never the analysis that reads them.
+# probes (a package of their own) read the source and the run facts, never the analysis that reads them. An entry
+# "folder.module" allows that one module: a triage's controller is a subreaper as the runner and the worker are
+# (runs/subreaper.py, which imports nothing), and takes nothing else of the runs.
 SHARED = {"session", "status", "errors", "findings"}
 MAY_IMPORT = {"source": SHARED, "tasks": SHARED | {"source"}, "runs": SHARED | {"tasks"}, "facts": SHARED,
               "analysis": SHARED | {"runs", "facts", "tasks"}, "output": SHARED | {"analysis", "facts", "triage"},
-              "triage": SHARED}
+              "triage": SHARED | {"runs.subreaper"}}
 RECORDS = {"session": {"status", "findings"}, "findings": {"status"}, "status": set(), "errors": set()}
 PROBES_MAY_IMPORT = SHARED | {"source", "facts"}
 
 
-def test_folders_import_only_down_the_data_flow():
+def up_the_flow(root: Path) -> list[str]:
+    """Each import of a folder of diagnose/ that MAY_IMPORT does not allow it."""
     wrong = []
     for pkg, allowed in MAY_IMPORT.items():
-        for p in (ROOT / "diagnose" / pkg).rglob("*.py"):
-            wrong += [f"{p.relative_to(ROOT)} imports {m}" for m in _imports(p) if m.startswith("diagnose.")
-                      and m.split(".")[1] not in allowed | {pkg}]
+        for p in sorted((root / "diagnose" / pkg).rglob("*.py")):
+            wrong += [f"{p.relative_to(root)} imports {m}" for m in sorted(_imports(p)) if m.startswith("diagnose.")
+                      and m.split(".")[1] not in allowed | {pkg} and ".".join(m.split(".")[1:3]) not in allowed]
+    return wrong
+
+
+def test_one_allowed_module_allows_that_module_alone(tmp_path):
+    (tmp_path / "diagnose" / "triage").mkdir(parents=True)
+    (tmp_path / "diagnose" / "triage" / "t.py").write_text(
+        "from diagnose.runs.subreaper import become_subreaper\nfrom diagnose.runs import subreaper\n"
+        "from diagnose.runs.runner import isolate\nimport diagnose.session")
+    assert up_the_flow(tmp_path) == ["diagnose/triage/t.py imports diagnose.runs",
+                                     "diagnose/triage/t.py imports diagnose.runs.runner"]
+
+
+def test_folders_import_only_down_the_data_flow():
+    wrong = up_the_flow(ROOT)
     assert not wrong, wrong
     # analysis reads the runner's model of a container's paths, never the processes' code
     assert not [m for p in (ROOT / "diagnose" / "analysis").rglob("*.py") for m in _imports(p)
                 if m.startswith(("diagnose.runs.worker", "diagnose.runs.runner.isolate",
                                  "diagnose.runs.runner.stages"))]
+
+
+# The analysis, split by what each part decides, each importing only those before it: what the runs show and the
+# verdict, what each toggle changed, the causes and the fix, and the claims with the audit that checks them.
+ANALYSIS_ORDER = ["verdict", "effects", "causes", "audit"]
+
+
+def analysis_arrows_up(root: Path) -> list[str]:
+    """Each import inside diagnose/analysis/ that reaches a subpackage later in ANALYSIS_ORDER (so none forms a
+    circle), and each module that sits outside the subpackages (the folder's own __init__.py aside)."""
+    wrong, base = [], root / "diagnose" / "analysis"
+    for p in sorted(base.rglob("*.py")):
+        rel = p.relative_to(base)
+        if len(rel.parts) == 1:
+            wrong += [] if rel.name == "__init__.py" else [f"{p.relative_to(root)} sits outside the subpackages"]
+            continue
+        if rel.parts[0] not in ANALYSIS_ORDER:
+            wrong.append(f"{p.relative_to(root)} is in no subpackage of ANALYSIS_ORDER")
+            continue
+        mine = ANALYSIS_ORDER.index(rel.parts[0])
+        for m in sorted(_imports(p, submodules=True)):
+            parts = m.split(".")
+            if parts[:2] == ["diagnose", "analysis"] and len(parts) > 2 and parts[2] in ANALYSIS_ORDER \
+                    and ANALYSIS_ORDER.index(parts[2]) > mine:
+                wrong.append(f"{p.relative_to(root)} imports {m}")
+    return wrong
+
+
+def test_the_analysis_subpackages_import_only_those_before_them():
+    wrong = analysis_arrows_up(ROOT)
+    assert not wrong, wrong
+    for sub in ANALYSIS_ORDER:
+        doc = ast.get_docstring(ast.parse((ROOT / "diagnose" / "analysis" / sub / "__init__.py").read_text()))
+        assert doc and "Takes" in doc and "give" in doc, (sub, doc)      # says what it takes and gives
+        assert len(list((ROOT / "diagnose" / "analysis" / sub).glob("*.py"))) > 2, sub
+
+
+def test_the_analysis_rule_bites(tmp_path):
+    files = {"diagnose/analysis/verdict/summary.py": "from diagnose.analysis.causes import bisector",
+             "diagnose/analysis/effects/effects.py": "from diagnose.analysis.verdict.evidence import thin",
+             "diagnose/analysis/causes/unfixed.py": "def f():\n    from diagnose.analysis.audit.claims import Claim",
+             "diagnose/analysis/flat.py": "", "diagnose/analysis/other/x.py": "", "diagnose/analysis/__init__.py": ""}
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    assert analysis_arrows_up(tmp_path) == [
+        "diagnose/analysis/causes/unfixed.py imports diagnose.analysis.audit.claims",
+        "diagnose/analysis/causes/unfixed.py imports diagnose.analysis.audit.claims.Claim",
+        "diagnose/analysis/flat.py sits outside the subpackages",
+        "diagnose/analysis/other/x.py is in no subpackage of ANALYSIS_ORDER",
+        "diagnose/analysis/verdict/summary.py imports diagnose.analysis.causes",
+        "diagnose/analysis/verdict/summary.py imports diagnose.analysis.causes.bisector"]
 
 
 def test_the_top_level_holds_only_the_folders_and_the_shared_records():
@@ -401,3 +470,41 @@ def test_only_the_owner_of_the_conclusions_sets_a_verdict():
         for code in ("s.verdict = v", "a, s.verdict = 1, v", "s.verdict: int = 1"):
             (Path(d) / "m.py").write_text(code)
             assert "verdict" in _assigned_attrs(Path(d) / "m.py"), code
+
+
+def map_errors(root: Path, doc: str) -> list[str]:
+    """What docs/layout.md's map gets wrong of a tree: each path it names that does not exist, and each folder and
+    module of diagnose/ (and each module at probes/' top level) that it leaves out."""
+    from tests.layout_map import block, named
+    said = named(block(doc))
+    there = {p.relative_to(root).with_suffix("").as_posix() if p.suffix else p.relative_to(root).as_posix()
+             for p in [*(root / "diagnose").rglob("*.py"), *(root / "probes").glob("*.py")] if p.stem != "__init__"}
+    dirs = [root / "diagnose", root / "probes", *(root / "diagnose").rglob("*")]
+    there |= {d.relative_to(root).as_posix() for d in dirs if d.is_dir() and any(d.rglob("*.py"))}
+    there_paths = {t if (root / t).is_dir() else t + ".py" for t in there}
+    return ([f"the map names {p}, which does not exist" for p in sorted(said - there_paths)] +
+            [f"the map leaves out {p}" for p in sorted(there_paths - said)])
+
+
+def test_the_map_is_true():
+    from tests.layout_map import block, tree
+    doc = (ROOT / "docs" / "layout.md").read_text(encoding="utf-8")
+    wrong = map_errors(ROOT, doc)
+    assert not wrong, wrong
+    assert block(doc) == tree(), "docs/layout.md's map is not what `python -m tests.layout_map` prints"
+
+
+def test_the_map_rule_bites(tmp_path):
+    from tests.layout_map import BEGIN, END
+    for rel in ("diagnose/__init__.py", "diagnose/session.py", "diagnose/runs/jail.py", "diagnose/runs/__init__.py",
+                "diagnose/tasks/fp8/task.py", "probes/__init__.py", "probes/door.py", "probes/helion/probe.py"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text('"""x."""')
+    doc = (f"{BEGIN}\n```\ndiagnose/                   x.\n  session.py                x.\n"
+           "                            a second line of its description.\n  gone.py\n  runs/\n"
+           f"    walls.py\nprobes/\n  door.py\n```\n{END}\n")
+    assert map_errors(tmp_path, doc) == [
+        "the map names diagnose/gone.py, which does not exist",
+        "the map names diagnose/runs/walls.py, which does not exist",
+        "the map leaves out diagnose/runs/jail.py", "the map leaves out diagnose/tasks",
+        "the map leaves out diagnose/tasks/fp8", "the map leaves out diagnose/tasks/fp8/task.py"]

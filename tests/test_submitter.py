@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from diagnose.analysis.target import mismatch, paragraph
+from diagnose.analysis.verdict.target import mismatch, paragraph
 from diagnose.errors import BadInput
 from diagnose.output.console import check_table
 from diagnose.tasks.leaderboards import problems_dir, resolve
@@ -105,7 +105,7 @@ def test_the_word_in_code_has_no_rewording_and_in_a_string_has_one():
 
 
 def _stage_session(seconds: float, budget: float, hi: float | None = None):
-    from diagnose.analysis import summary
+    from diagnose.analysis.verdict import summary
     s = session([run("r0", walls=(seconds,))])
     st = s.runs[0].stages[0]
     st.budget_s = budget

@@ -4,8 +4,9 @@ judgment waits for a solo rerun, and the engine asks for that rerun; the audit's
 session to it."""
 import pytest
 
-from diagnose.analysis import bisector, evidence, fix_choice, summary
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.causes import bisector, fix_choice
+from diagnose.analysis.verdict import evidence, summary
 from diagnose.output.console import Word, check_lines
 from diagnose.session import Phase, Role, StageResult
 from diagnose.status import Compared, Status
@@ -222,7 +223,7 @@ def _example(name: str):
 
 def _concluded_without(s, run_id: str):
     """The session concluded again as if `run_id` had never run (the state before the engine's solo rerun)."""
-    from diagnose.analysis import bisector
+    from diagnose.analysis.causes import bisector
     s.runs = [r for r in s.runs if r.id != run_id]
     bisector.conclude(s)
     return s
@@ -233,7 +234,7 @@ def test_an_autotune_fix_near_its_budget_beside_another_run_waits_for_a_solo_rer
     benchmark stage, predicted 11.4 s of 13 s while the compile-step variant shared the GPU (the same fix predicted
     11.0 to 15.6 s in such runs). Before its solo rerun, whether it fits is a timing judgment that waits: the
     engine asks for that rerun, and neither a fix nor "did not fix it" is stated."""
-    from diagnose.analysis.fix_choice import doubtful_evidence
+    from diagnose.analysis.causes.fix_choice import doubtful_evidence
     s = _concluded_without(_example("triton-autotune-at-budget"), "r3")
     bench = s.run("r1").stage("benchmark")
     assert s.run("r1").outcome == "ok" and bench.predicted_s < bench.budget_s and bench.contention.gpu_shared

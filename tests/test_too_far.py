@@ -1,6 +1,6 @@
 """How far a stage is from its budget, and where the time goes: the harness's timing of a case (repeats, what one
 costs, how much of it the calls are), and work paid at every new shape."""
-from diagnose.analysis.too_far import how_far
+from diagnose.analysis.verdict.too_far import how_far
 from diagnose.session import Phase, StageResult
 from diagnose.status import Status
 

@@ -1,8 +1,8 @@
 """A predicted stage time carries its uncertainty, and no verdict rests on a range that crosses the budget."""
 import random
 
-from diagnose.analysis import summary
-from diagnose.analysis.audit import audit
+from diagnose.analysis.audit.audit import audit
+from diagnose.analysis.verdict import summary
 from diagnose.runs import harness
 from diagnose.status import Status
 from tests.test_renderers import healthy_session

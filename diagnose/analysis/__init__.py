@@ -7,9 +7,7 @@ The exceptions are the bisector's two entry points: minimal_set(session, ...) re
 session.bisection, and conclude(session) fills the session's causes, cleared, inconclusive and fix.
 Nothing here runs a process, reads a file or imports torch.
 
-Measures (measures.py), what a stage did (observed.py), where time went (hotspots.py), whether a run's
-timing can be trusted (evidence.py), whether a run reached the submission at all (started.py), how a variant
-compares with the baseline (comparison.py), state kept between a run's steps (carried.py), the verdict
-(summary.py), causes and the fix (bisector.py, fix_choice.py, unfixed.py, findings.py), and the claims a report
-makes with the rules that admit them (claims.py, audit.py).
+Four subpackages, by what each decides, each importing only those before it (tests/test_structure.py):
+verdict/ (what the runs show and the verdict), effects/ (what each toggle changed), causes/ (the causes, the
+cleared suspects and the fix), audit/ (the claims a report makes, and the audit that checks them).
 """

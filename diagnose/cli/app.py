@@ -238,7 +238,7 @@ def report(
         raise BadInput(f"{session_file}: a diagnose session this version cannot read: "
                        f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}") from None
     if audit:
-        from diagnose.analysis.audit import audit_claims
+        from diagnose.analysis.audit.audit import audit_claims
         checked, loose = audit_claims(session)
         for claim, found in checked:
             runs = ", ".join(claim.runs) or "no runs"

@@ -87,7 +87,7 @@ def bisect(first: Path, second: Path | None, git: str | None, opts: Shared, out_
     if minimal and diagnose_after and not sig.code:
         code, diag, cl = _diagnose_minimal(outdir, ast_diff.apply(good_text, [x for x in edits if x.id in minimal]),
                                            opts, quiet, verbose, runner)
-        from diagnose.analysis import claims
+        from diagnose.analysis.audit import claims
         top = claims.by_kind(cl, "cause")
         prep.session.edit_bisect["diagnosis"] = {
             "report": "diagnosis/report.md", "exit": code, "verdict": str(diag.verdict.status),

@@ -63,7 +63,7 @@ def shown_path(p: Path) -> str:
 
 def target_record(head: dict, board: dict | None, task_gpus: list[str], here: list[str]) -> dict:
     """The GPUs the submission is meant for (its header, the leaderboard's list, the task's own) and this
-    machine's, for the report's target paragraph (analysis/target.py)."""
+    machine's, for the report's target paragraph (analysis/verdict/target.py)."""
     return {"leaderboard": (board or {}).get("name") or (head.get("leaderboard") or {}).get("value"),
             "listed_in": (board or {}).get("listed_in"), "header_gpu": (head.get("gpu") or {}).get("value"),
             "header_line": (head.get("gpu") or {}).get("line"),

@@ -126,7 +126,7 @@ class Progress(Observer):
         return f"{k} of {n} runs done{never} · {_dur(el)} elapsed{left}"
 
     def on_verdict(self, session, what: str, cl: list) -> None:
-        from diagnose.analysis import claims
+        from diagnose.analysis.audit import claims
         v = claims.one(cl, "verdict")
         if what == "verdict":
             text = f"verdict at {_dur(session.verdict_at_s or 0)}: {v.title} {v.text}; the causes follow"

@@ -100,7 +100,7 @@ def walled_off(runner, session) -> None:
     """Before any run: where this machine cannot give a run a private /tmp (no mount namespace), say so in the
     first lines, and in the report: /tmp is then this machine's, and a run that reads it proves nothing. So too
     a GPU other than the one the submission's header or the problem names."""
-    from diagnose.analysis.target import mismatch
+    from diagnose.analysis.verdict.target import mismatch
     other = mismatch(session)
     if other:
         session.notes.append(other)
@@ -182,7 +182,7 @@ def say_failed(session, failed: list[str], cl: list | None = None) -> None:
     """One line for the parts of diagnose that failed around a diagnosis that stands: a renderer, a probe's
     figures. The runs and the verdict are intact, so the exit code stays the diagnosis's. `cl`: the claims as the
     engine settled them (derived again where None)."""
-    from diagnose.analysis import claims
+    from diagnose.analysis.audit import claims
     said = failed + [f"{c.title}'s figures" for c in claims.failures(claims.derive(session) if cl is None else cl)]
     if said:
         err.print(escape(f"error: part of the output failed (a bug in diagnose): {'; '.join(said)}; session.json "

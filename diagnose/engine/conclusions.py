@@ -12,7 +12,9 @@ from __future__ import annotations
 import signal
 import time
 
-from diagnose.analysis import bisector, carried, claims, evidence, fix_choice, summary
+from diagnose.analysis.audit import claims
+from diagnose.analysis.causes import bisector, fix_choice
+from diagnose.analysis.verdict import carried, evidence, summary
 from diagnose.engine.environment import lift
 from diagnose.engine.observer import Observer
 from diagnose.engine.runs import RunPool

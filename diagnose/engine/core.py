@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 
-from diagnose.analysis import bisector, fix_choice
+from diagnose.analysis.causes import bisector, fix_choice
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.observer import Observer
 from diagnose.engine.planning import Planner

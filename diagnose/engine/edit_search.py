@@ -13,9 +13,9 @@ is recorded as such. A time-based outcome that other runs may have skewed is rer
 """
 from __future__ import annotations
 
-from diagnose.analysis import evidence
-from diagnose.analysis.comparison import broken_by_edit
-from diagnose.analysis.ddmin import ddmin
+from diagnose.analysis.causes.ddmin import ddmin
+from diagnose.analysis.verdict import evidence
+from diagnose.analysis.verdict.comparison import broken_by_edit
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotJudge

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from diagnose.analysis.claims import Claim
+    from diagnose.analysis.audit.claims import Claim
     from diagnose.session import Run, Session
 
 
@@ -24,7 +24,7 @@ class Observer:
 
     def on_verdict(self, session: Session, what: str, claims: list[Claim]) -> None:
         """Said before the end: 'verdict' once the verdict is decided, then 'cause' once the causes stand.
-        `claims` are the session's as the engine settled them (analysis/claims.py)."""
+        `claims` are the session's as the engine settled them (analysis/audit/claims.py)."""
 
     def on_change(self, session: Session, data: dict, claims: list[Claim]) -> None:
         """The session changed: `data` is it in plain data (a copy taken under the engine's lock, never changed

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import hashlib
 
-from diagnose.analysis import comparison, evidence, partly
+from diagnose.analysis.effects import partly
+from diagnose.analysis.verdict import comparison, evidence
 from diagnose.engine.runs import RunPool
 from diagnose.session import Role, Run
 from diagnose.source.edits import changed_range
@@ -87,11 +88,12 @@ class Planner:
         self.pool.save()
 
     def within(self, plans: dict, base: Run) -> list[Run]:
-        """A probe's several edits that each failed alone but each took part of the time away (analysis/partly.py),
-        tried together as one more variant of that probe, as the search combines suspects across probes (an
-        autotune whose key drops a float still tunes every config cold at each shape, and one pinned to its winners
-        still tunes at every call: the two edits together tune a few configs once a shape). Edits that touch the
-        same text are alternatives, not parts: of those the first in the probe's order is kept. The runs launched."""
+        """A probe's several edits that each failed alone but each took part of the time away
+        (analysis/effects/partly.py), tried together as one more variant of that probe, as the search combines
+        suspects across probes (an autotune whose key drops a float still tunes every config cold at each shape, and
+        one pinned to its winners still tunes at every call: the two edits together tune a few configs once a
+        shape). Edits that touch the same text are alternatives, not parts: of those the first in the probe's order
+        is kept. The runs launched."""
         out = []
         for name, edits, runs in self._parts(plans, base):
             chosen, taken = [], []

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 import sys
 
-from diagnose.analysis.started import never_reached
+from diagnose.analysis.verdict.started import never_reached
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart

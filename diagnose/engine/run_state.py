@@ -11,7 +11,7 @@ BASELINE, SINGLE, COMBINATION, LATER = 0, 1, 2, 3     # priorities: lower runs f
 # Toggles and combinations yield the CPU to the baseline, its repeats and the solo confirmations: beside 14 other
 # runs on a 16-core H100 host, Round 9's baseline waited 5.1 s for a CPU (its compile step 3.8 s, its stage 1.3 s)
 # and ended 5 s later than alone, which is what the verdict lost. A variant's time-based failure that lost CPU
-# time this way is doubted and confirmed alone (analysis/evidence.doubt).
+# time this way is doubted and confirmed alone (analysis/verdict/evidence.doubt).
 VARIANT_NICE = 5
 
 MOOT = "not run: the baseline showed that this machine cannot judge the submission"

@@ -1,12 +1,9 @@
-"""A priority pool of worker threads, with solo jobs.
+"""A priority pool of worker threads: the queue and the threads, with which job may start next left to a policy
+(policy.py: solo jobs, the reserve kept for deciding work).
 
-Jobs run lowest priority number first (ties in submission order). A solo job starts only when nothing
-else is running, and nothing else starts while it runs: that is how a time-based conclusion is
-confirmed on a machine with no other run of this diagnosis on it. Jobs of priority `background` or
-above never take the last `reserve` workers, so work that decides the verdict, submitted later, does
-not wait behind them (nothing is preempted: a running job keeps its worker). The engine widens the
-reserve while the causes are undecided and drops it once they stand (`set_reserve`). Once `stop` is set,
-queued jobs are dropped (their futures are cancelled) and running ones are left to notice it.
+Jobs run lowest priority number first (ties in submission order); the job at the head of the queue starts when
+the policy says it may. Once `stop` is set, queued jobs are dropped (their futures are cancelled) and running ones
+are left to notice it.
 """
 from __future__ import annotations
 
@@ -16,18 +13,17 @@ import threading
 from concurrent.futures import Future
 from typing import Callable
 
+from diagnose.engine.policy import Policy, ReservePolicy
+
 
 class Scheduler:
-    def __init__(self, workers: int, stop: threading.Event, background: int = 3, reserve: int = 2):
+    def __init__(self, workers: int, stop: threading.Event, background: int = 3, reserve: int = 2,
+                 policy: Policy | None = None):
         self.stop = stop
-        self.workers, self.background = max(1, workers), background
-        self.reserve = min(reserve, self.workers - 1)
-        self._running_bg = 0
+        self.policy: Policy = policy or ReservePolicy(workers, background, reserve)
         self._cv = threading.Condition()
         self._heap: list = []
         self._seq = itertools.count()
-        self._running = 0
-        self._solo = False
         self._closed = False
         self._threads = [threading.Thread(target=self._work, daemon=True, name=f"diagnose-run-{i}")
                          for i in range(max(1, workers))]
@@ -41,9 +37,13 @@ class Scheduler:
             self._cv.notify_all()
         return fut
 
+    @property
+    def reserve(self) -> int:
+        return self.policy.reserve
+
     def set_reserve(self, n: int) -> None:
         with self._cv:
-            self.reserve = max(0, min(n, self.workers - 1))
+            self.policy.set_reserve(n)
             self._cv.notify_all()
 
     def _next(self):
@@ -56,15 +56,10 @@ class Scheduler:
                         heapq.heappop(self._heap)[4].cancel()
                     if self._closed:
                         return None
-                if self._heap and not self._solo:
-                    prio, _, solo, _, _ = self._heap[0]
-                    bg_full = prio >= self.background and self._running_bg >= self.workers - self.reserve
-                    if (not solo or self._running == 0) and not bg_full:
-                        item = heapq.heappop(self._heap)
-                        self._running += 1
-                        self._running_bg += prio >= self.background
-                        self._solo = solo
-                        return item
+                if self._heap and self.policy.may_start(self._heap[0][0], self._heap[0][2]):
+                    item = heapq.heappop(self._heap)
+                    self.policy.started(item[0], item[2])
+                    return item
                 self._cv.wait(0.2)
 
     def _work(self) -> None:
@@ -79,10 +74,7 @@ class Scheduler:
                 except BaseException as e:  # noqa: BLE001 - handed to whoever waits on the future
                     fut.set_exception(e)
             with self._cv:
-                self._running -= 1
-                self._running_bg -= prio >= self.background
-                if solo:
-                    self._solo = False
+                self.policy.ended(prio, solo)
                 self._cv.notify_all()
 
     def close(self) -> None:

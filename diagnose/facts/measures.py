@@ -63,7 +63,8 @@ def recompiles(st: StageResult) -> list[dict]:
 
 def first_call(st: StageResult, spans: list[dict] = ()) -> dict | None:
     """The stage's first first_call phase, split into compiling, capturing and the rest (mostly warmup). `spans`:
-    the probes' own work in the stage (analysis/summary.probe_spans), whose time in the phase is its capturing."""
+    the probes' own work in the stage (analysis/verdict/summary.probe_spans), whose time in the phase is its
+    capturing."""
     ph = next((p for p in st.phases if p.name.startswith("first_call:")), None)
     if ph is None:
         return None

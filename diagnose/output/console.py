@@ -7,7 +7,8 @@ import enum
 from rich.markup import escape
 from rich.table import Table
 
-from diagnose.analysis import claims, evidence, summary
+from diagnose.analysis.audit import claims
+from diagnose.analysis.verdict import evidence, summary
 from diagnose.findings import clip
 from diagnose.session import Session
 from diagnose.status import FAILURES, Status

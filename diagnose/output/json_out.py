@@ -3,7 +3,7 @@ claims the report states (derived: a reader of the session ignores them and deri
 import json
 from dataclasses import asdict
 
-from diagnose.analysis import claims
+from diagnose.analysis.audit import claims
 from diagnose.session import Session
 
 

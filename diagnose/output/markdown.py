@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import shlex
 
-from diagnose.analysis import claims, hotspots, summary, target
-from diagnose.analysis.claims import Claim
+from diagnose.analysis.audit import claims
+from diagnose.analysis.audit.claims import Claim
+from diagnose.analysis.verdict import hotspots, summary, target
 from diagnose.output import md_bisect, md_libs, md_public, md_stages, md_state
 from diagnose.output.text import code_span, fence
 from diagnose.session import Role, Run, Session

@@ -4,7 +4,7 @@ with the submission's frames first, and the compile metrics of every run.
 
 from __future__ import annotations
 
-from diagnose.analysis import summary
+from diagnose.analysis.verdict import summary
 from diagnose.findings import clip
 from diagnose.output import md_public, md_state
 from diagnose.output.text import code_span, fence, fold_frames, tail

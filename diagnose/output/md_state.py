@@ -3,7 +3,7 @@ how a run was walled off. Split from markdown.py, which assembles them; text the
 into code spans."""
 from __future__ import annotations
 
-from diagnose.analysis import carried, summary
+from diagnose.analysis.verdict import carried, summary
 from diagnose.output import md_public
 from diagnose.output.text import code_span
 from diagnose.session import Session, StageResult

@@ -5,7 +5,7 @@ message names no path of this machine (public.py): the trace goes along with the
 """
 import json
 
-from diagnose.analysis import summary
+from diagnose.analysis.verdict import summary
 from diagnose.output import public
 from diagnose.session import Session
 

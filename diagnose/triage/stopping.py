@@ -4,9 +4,10 @@ GRACE_S; the cluster made here gets CLOSE_S to close, then every process the tri
 is killed. Dask's own logging is silenced first: a cluster torn down in a hurry says nothing that matters.
 
 The processes are the controller's descendants, gathered again and again while stopping; once stopping begins,
-the controller is a subreaper (Linux), so a process whose parent is killed first is still one of them (not before:
-every orphan would then stay its zombie until the triage ends). A command is matched exactly: a
-Python `-m diagnose check|run` (task.py starts nothing else).
+the controller is a subreaper (Linux: runs/subreaper.py, the same setting the runner and the worker make), so a
+process whose parent is killed first is still one of them (not before: every orphan would then stay its zombie
+until the triage ends). A command is matched exactly: a Python `-m diagnose check|run` (task.py starts nothing
+else).
 """
 from __future__ import annotations
 
@@ -18,21 +19,12 @@ import time
 
 import psutil
 
+from diagnose.runs.subreaper import become_subreaper
+
 STOP_S = 10.0       # the promise: from the signal to the exit
 GRACE_S = 3.5       # a command's own cleanup after SIGINT
 CLOSE_S = 1.5       # the cluster's own close (within STOP_S: 1 + GRACE_S + 0.5 + CLOSE_S + 0.5 + 1)
 QUIET = ("distributed", "tornado", "asyncio", "bokeh")
-PR_SET_CHILD_SUBREAPER = 36
-
-
-def become_subreaper() -> None:
-    """Orphans of the triage's processes become the controller's children, not init's: still found and stopped."""
-    try:
-        import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
-    except (OSError, AttributeError):      # not Linux: descendants are gathered before any is killed
-        pass
 
 
 def silence() -> None:

@@ -43,7 +43,7 @@ CHURN = 0.8     # a key argument with a new value on at least this share of the 
 
 
 def records(step) -> list[dict]:
-    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects/effects.py)."""
     return step_tunes(step)
 
 

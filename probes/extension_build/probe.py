@@ -51,7 +51,7 @@ ARCH = ("-gencode", "--generate-code", "-arch", "--gpu-architecture", "-code")
 
 
 def records(step) -> list[dict]:
-    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects/effects.py)."""
     return step_builds(step)
 
 

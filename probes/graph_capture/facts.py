@@ -92,8 +92,8 @@ def _compiled_inside(run: Run) -> bool:
 
 
 def measure(base: Run, run: Run) -> tuple[bool, bool, str]:
-    """What its toggle took away (analysis/effects.py, INFO.takes_away "measure"): the outer captures, or compiled
-    code inside one. (reached, removed, what)."""
+    """What its toggle took away (analysis/effects/effects.py, INFO.takes_away "measure"): the outer captures, or
+    compiled code inside one. (reached, removed, what)."""
     nb, nv = outer_captures(base), outer_captures(run)
     ib, iv = _compiled_inside(base), _compiled_inside(run)
     if not nb:

@@ -52,7 +52,7 @@ def _listed(ctx: PlanContext) -> frozenset:
 
 
 def records(step) -> list[dict]:
-    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects.py)."""
+    """Its records in one step, each with its seconds: what its toggle takes away (analysis/effects/effects.py)."""
     return step_searches(step)
 
 

@@ -35,7 +35,7 @@ def recompiles(run) -> list[dict]:
 
 
 def count(run) -> int:
-    """How many recompiles the run shows: the compile measure compares it in both runs (analysis/effects.py)."""
+    """How many recompiles the run shows: the compile measure compares it in both runs (analysis/effects/effects.py)."""
     return len(recompile_records(run))
 
 

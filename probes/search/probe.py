@@ -49,7 +49,7 @@ def plan(ctx: PlanContext) -> Plan:
     why = story(ran, ctx.source) or "; ".join(
         f"the search at L{s.line} in {s.details['function']}() keeps its result in `{s.details['memo']}`"
         for s in scanned)
-    # where its time goes: the first line of each search's loop (analysis/effect_lines.py takes its statement)
+    # where its time goes: the first line of each search's loop (analysis/effects/effect_lines.py takes its statement)
     evidence = {"lines": sorted({r["span"][0] for r in ran if r["span"]})}
     if ctx.tuning is None:
         return Plan(TUNE, why + "; a tuning run finds what to pin", evidence=evidence,

@@ -12,10 +12,10 @@ identical, or failed elsewhere.
 """
 from __future__ import annotations
 
-from diagnose.analysis.carried import depends_on_machine
-from diagnose.analysis.comparison import failure_point, is_later
-from diagnose.analysis.effects import effect, same_place
-from diagnose.analysis.evidence import effective
+from diagnose.analysis.effects.effects import effect, same_place
+from diagnose.analysis.verdict.carried import depends_on_machine
+from diagnose.analysis.verdict.comparison import failure_point, is_later
+from diagnose.analysis.verdict.evidence import effective
 from diagnose.findings import Cleared, Inconclusive
 from diagnose.session import Run, Session
 from diagnose.status import Compared

@@ -47,14 +47,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.analysis.audit_effects import RULES as EFFECT_RULES, effects
-from diagnose.analysis.audit_negative import RULES as NEGATIVE_RULES, negatives
-from diagnose.analysis.audit_parts import RULES as PART_RULES, parts
-from diagnose.analysis.audit_probes import no_probe_claims, untaken
-from diagnose.analysis.audit_runs import lost_workers, outside, timing_solo, unreached
-from diagnose.analysis.claims import Claim, cause_key, cleared_key, derive
-from diagnose.analysis.comparison import compare, passed_all, seconds_saved
-from diagnose.analysis.unfixed import variant_runs
+from diagnose.analysis.audit.audit_effects import RULES as EFFECT_RULES, effects
+from diagnose.analysis.audit.audit_negative import RULES as NEGATIVE_RULES, negatives
+from diagnose.analysis.audit.audit_parts import RULES as PART_RULES, parts
+from diagnose.analysis.audit.audit_probes import no_probe_claims, untaken
+from diagnose.analysis.audit.audit_runs import lost_workers, outside, timing_solo, unreached
+from diagnose.analysis.audit.claims import Claim, cause_key, cleared_key, derive
+from diagnose.analysis.causes.unfixed import variant_runs
+from diagnose.analysis.verdict.comparison import compare, passed_all, seconds_saved
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
@@ -147,7 +147,7 @@ def _cleared(s: Session) -> list[Finding]:
             if r.exercised is False:
                 out.append(Finding("cleared-acted", claim, f"{rid} never executed its edited lines"))
             if base is not None and info is not None and info.moves_work and r.failed_stage and base.failed_stage:
-                from diagnose.analysis.comparison import failure_point, is_later
+                from diagnose.analysis.verdict.comparison import failure_point, is_later
                 if is_later(failure_point(r), failure_point(base)):
                     out.append(Finding("cleared-acted", claim, f"{rid} failed later, where the moved work ran: "
                                                                f"the work moved, it did not go"))

@@ -8,8 +8,8 @@ baseline.
 """
 from __future__ import annotations
 
-from diagnose.analysis.comparison import compare
-from diagnose.analysis.effect_lines import line_map
+from diagnose.analysis.effects.effect_lines import line_map
+from diagnose.analysis.verdict.comparison import compare
 from diagnose.facts import observed
 from diagnose.facts.count_calls import count_calls, dropped
 from diagnose.facts.measures import NOISE_ABS

@@ -4,8 +4,8 @@ compile time. Each compares what the baseline's record shows with the variant's.
 """
 from __future__ import annotations
 
-from diagnose.analysis.effect_lines import stages_both
-from diagnose.analysis.effect_record import Effect
+from diagnose.analysis.effects.effect_lines import stages_both
+from diagnose.analysis.effects.effect_record import Effect
 from diagnose.facts import observed
 from diagnose.session import Run
 

@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 
-from diagnose.analysis.effect_record import Effect
+from diagnose.analysis.effects.effect_record import Effect
 from diagnose.facts import observed
 from diagnose.facts.measures import NOISE_ABS
 from diagnose.session import Run, Session

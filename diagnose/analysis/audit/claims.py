@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.analysis import summary
-from diagnose.analysis.fix_choice import FIX_TIE_REL
+from diagnose.analysis.causes.fix_choice import FIX_TIE_REL
+from diagnose.analysis.verdict import summary
 from diagnose.session import Role, Session
 from diagnose.status import NOT_LOOKED, Status
 

@@ -2,7 +2,7 @@
 fail the submission on their own. Pure: reads the session's runs, writes narrative text."""
 from __future__ import annotations
 
-from diagnose.analysis.comparison import compare, single_runs
+from diagnose.analysis.verdict.comparison import compare, single_runs
 from diagnose.findings import Cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, Compared, Status

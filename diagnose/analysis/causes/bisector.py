@@ -23,9 +23,15 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis.cause_story import combination_story, each_alone
-from diagnose.analysis.clearing import cleared
-from diagnose.analysis.comparison import (
+from diagnose.analysis.causes.cause_story import combination_story, each_alone
+from diagnose.analysis.causes.clearing import cleared
+from diagnose.analysis.causes.ddmin import ddmin
+from diagnose.analysis.causes.fix_choice import choose_fix
+from diagnose.analysis.causes.unfixed import unfixed_cause
+from diagnose.analysis.effects.effect_parts import not_apart
+from diagnose.analysis.effects.effects import credit, effect, one_suspect
+from diagnose.analysis.effects.partly import joined_story
+from diagnose.analysis.verdict.comparison import (
     WORDS,
     broken_by_edit,
     compare,
@@ -36,15 +42,9 @@ from diagnose.analysis.comparison import (
     single_runs,
     toggle_rank,
 )
-from diagnose.analysis.ddmin import ddmin
-from diagnose.analysis.effect_parts import not_apart
-from diagnose.analysis.effects import credit, effect, one_suspect
-from diagnose.analysis.evidence import WAITS, confirmations, effective, far, thin, unjudged
-from diagnose.analysis.fix_choice import choose_fix
-from diagnose.analysis.partly import joined_story
-from diagnose.analysis.started import NEVER
-from diagnose.analysis.too_far import OVER
-from diagnose.analysis.unfixed import unfixed_cause
+from diagnose.analysis.verdict.evidence import WAITS, confirmations, effective, far, thin, unjudged
+from diagnose.analysis.verdict.started import NEVER
+from diagnose.analysis.verdict.too_far import OVER
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.findings import Cause, Inconclusive
 from diagnose.session import Role, Run, Session

@@ -13,9 +13,9 @@ the call:
 """
 from __future__ import annotations
 
-from diagnose.analysis.claims import cause_key
-from diagnose.analysis.comparison import compare
-from diagnose.analysis.effect_parts import apart, taken_calls
+from diagnose.analysis.audit.claims import cause_key
+from diagnose.analysis.effects.effect_parts import apart, taken_calls
+from diagnose.analysis.verdict.comparison import compare
 from diagnose.session import Role, Session
 from diagnose.status import Compared
 

@@ -8,7 +8,7 @@ counted), so a hot spot reads "L18, a loop of 20,000 iterations, 2.4 s of the 2.
 """
 from __future__ import annotations
 
-from diagnose.analysis.summary import source_line
+from diagnose.analysis.verdict.summary import source_line
 from diagnose.facts import observed
 from diagnose.session import Run, Session, StageResult
 from diagnose.status import Status

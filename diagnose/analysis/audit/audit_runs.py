@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import re
 
-from diagnose.analysis.carried import depends_on_machine
-from diagnose.analysis.claims import cleared_key
-from diagnose.analysis.evidence import confirmations, sharers
-from diagnose.analysis.started import unstarted
-from diagnose.analysis.too_far import how_far
-from diagnose.analysis.unfixed import stage_cases
+from diagnose.analysis.audit.claims import cleared_key
+from diagnose.analysis.causes.unfixed import stage_cases
+from diagnose.analysis.verdict.carried import depends_on_machine
+from diagnose.analysis.verdict.evidence import confirmations, sharers
+from diagnose.analysis.verdict.started import unstarted
+from diagnose.analysis.verdict.too_far import how_far
 from diagnose.runs.harness import in_pool_worker
 from diagnose.session import Session, StageResult
 from diagnose.status import TIME_BASED, Status

@@ -11,8 +11,8 @@ mechanism-seen  "inside CUDA initialisation" needs a baseline phase sampled insi
 """
 from __future__ import annotations
 
-from diagnose.analysis.claims import Claim
-from diagnose.analysis.hotspots import GENERIC_WORDS, cuda_up
+from diagnose.analysis.audit.claims import Claim
+from diagnose.analysis.verdict.hotspots import GENERIC_WORDS, cuda_up
 from diagnose.facts.observed import deadline_cut
 from diagnose.session import Run, Session
 

@@ -1,17 +1,17 @@
 """Rules about what probes' toggles can show. Pure: each finding is (rule, claim, missing), which audit.py reports
 with the others.
 
-no-probe-claims: a session that ran no probe (analysis/not_looked.py) says nothing of what probes found or
+no-probe-claims: a session that ran no probe (analysis/causes/not_looked.py) says nothing of what probes found or
 cleared, and only such a session says its cause was not looked for.
 untaken: a toggle whose own run shows its suspect's work still done (a search pin that did not take) took nothing
 away, so no cause rests on its run having failed: not "too slow wherever it runs", not "the cause is in that code
 itself". (Fixes and clearings on such a run are fix-credit's and cleared-effect's: effects.py measures the same.)"""
 from __future__ import annotations
 
-from diagnose.analysis.claims import NOT_LOOKED_KEY, Claim, cause_key
-from diagnose.analysis.comparison import single_runs
-from diagnose.analysis.effects import effect
-from diagnose.analysis.not_looked import looked
+from diagnose.analysis.audit.claims import NOT_LOOKED_KEY, Claim, cause_key
+from diagnose.analysis.causes.not_looked import looked
+from diagnose.analysis.effects.effects import effect
+from diagnose.analysis.verdict.comparison import single_runs
 from diagnose.session import Session
 from diagnose.status import NOT_LOOKED, UNEXPLAINED
 

@@ -5,8 +5,8 @@ nothing fits the cause says what each edit removed and by how much (unfixed.py).
 """
 from __future__ import annotations
 
-from diagnose.analysis.comparison import compare, predicted_over
-from diagnose.analysis.effects import effect
+from diagnose.analysis.effects.effects import effect
+from diagnose.analysis.verdict.comparison import compare, predicted_over
 from diagnose.session import Run, Session
 from diagnose.status import FAILURES, Compared
 from probes import door

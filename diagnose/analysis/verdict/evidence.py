@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from diagnose.analysis.started import NEVER, unstarted
-from diagnose.analysis.too_far import how_far
+from diagnose.analysis.verdict.started import NEVER, unstarted
+from diagnose.analysis.verdict.too_far import how_far
 from diagnose.facts.measures import NOISE_ABS, NOISE_REL
 from diagnose.session import Role, Run, Session, StageResult
 from diagnose.status import FAILURES, NO_EVIDENCE, TIME_BASED, Status

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis import carried, evidence
-from diagnose.analysis.comparison import passed_all, toggle_rank
-from diagnose.analysis.evidence import effective
+from diagnose.analysis.verdict import carried, evidence
+from diagnose.analysis.verdict.comparison import passed_all, toggle_rank
+from diagnose.analysis.verdict.evidence import effective
 from diagnose.facts.measures import geomean, steady_us
 from diagnose.findings import Fix, FixCost
 from diagnose.session import Role, Run, Session

@@ -4,12 +4,19 @@ failed (the submission's own line, not a library's), and the narrative that says
 
 from __future__ import annotations
 
-from diagnose.analysis import carried, hotspots
-from diagnose.analysis.comparison import compare, confidence_of, failure_point, is_later, probe_site, single_runs
-from diagnose.analysis.effects import credit, effect
-from diagnose.analysis.evidence import effective, far, thin, unjudged
-from diagnose.analysis.not_looked import clause, looked, not_looked
-from diagnose.analysis.partly import part_removed, what_each_took
+from diagnose.analysis.causes.not_looked import clause, looked, not_looked
+from diagnose.analysis.effects.effects import credit, effect
+from diagnose.analysis.effects.partly import part_removed, what_each_took
+from diagnose.analysis.verdict import carried, hotspots
+from diagnose.analysis.verdict.comparison import (
+    compare,
+    confidence_of,
+    failure_point,
+    is_later,
+    probe_site,
+    single_runs,
+)
+from diagnose.analysis.verdict.evidence import effective, far, thin, unjudged
 from diagnose.findings import CUT, Cause, Inconclusive, clip, rule_in
 from diagnose.session import Role, Run, Session
 from diagnose.status import NO_EVIDENCE, UNEXPLAINED, CauseKind, Compared, Confidence, Status
@@ -21,7 +28,7 @@ def _user_site(session: Session, site: dict | None) -> dict | None:
     """A site in the run's copy of the submission, as the user's own file and line."""
     if not site:
         return None
-    from diagnose.analysis.summary import source_line
+    from diagnose.analysis.verdict.summary import source_line
     return {"file": session.submission.get("path"), "line": site["line"], "code": source_line(session, site["line"]),
             "func": site.get("func")}
 
@@ -247,6 +254,6 @@ def _return_line(session: Session) -> dict | None:
     ret = [n for n in ast.walk(fn) if isinstance(n, ast.Return)] if fn else []
     if not ret:
         return None
-    from diagnose.analysis.summary import source_line
+    from diagnose.analysis.verdict.summary import source_line
     line = ret[-1].lineno
     return {"file": session.submission.get("path"), "line": line, "code": source_line(session, line)}

@@ -58,7 +58,7 @@ def clause(session: Session, other: bool = False) -> str:
 def not_looked(session: Session, base: Run, site: dict | None, returns: dict | None = None,
                hot: dict | None = None) -> Inconclusive:
     """The failure (status, stage, phase, the file's line where known) and that its cause was not looked for."""
-    from diagnose.analysis.hotspots import describe
+    from diagnose.analysis.verdict.hotspots import describe
     st = base.failed_stage
     where = f" at {site['file']} line {site['line']}" if site else \
         f" at {returns['file']} line {returns['line']}, where custom_kernel returns" if returns else ""

@@ -4,7 +4,7 @@ Nothing here measures; everything is computed from phases, compile records and t
 """
 from __future__ import annotations
 
-from diagnose.analysis import carried, evidence, started
+from diagnose.analysis.verdict import carried, evidence, started
 from diagnose.facts import measures
 from diagnose.facts.measures import geomean, recompiles, steady_us
 from diagnose.findings import Verdict

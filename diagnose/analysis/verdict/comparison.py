@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, judged_seconds, thin, unjudged
+from diagnose.analysis.verdict.evidence import NOISE_ABS, NOISE_REL, effective, judged_seconds, thin, unjudged
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status

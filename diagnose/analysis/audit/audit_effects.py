@@ -16,10 +16,10 @@ Rules:
 """
 from __future__ import annotations
 
-from diagnose.analysis.claims import cause_key, cleared_key
-from diagnose.analysis.comparison import compare
-from diagnose.analysis.effects import credit, effect, one_suspect, same_place
-from diagnose.analysis.evidence import thin, unjudged
+from diagnose.analysis.audit.claims import cause_key, cleared_key
+from diagnose.analysis.effects.effects import credit, effect, one_suspect, same_place
+from diagnose.analysis.verdict.comparison import compare
+from diagnose.analysis.verdict.evidence import thin, unjudged
 from diagnose.session import Role, Session
 from diagnose.status import Compared
 

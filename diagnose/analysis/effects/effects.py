@@ -24,13 +24,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from diagnose.analysis.effect_calls import (
+from diagnose.analysis.effects.effect_calls import (
     compile_effect,
     library_effect,
     switch_effect,
 )
-from diagnose.analysis.effect_lines import line_map, lines_effect, suspect_spans
-from diagnose.analysis.effect_record import Effect
+from diagnose.analysis.effects.effect_lines import line_map, lines_effect, suspect_spans
+from diagnose.analysis.effects.effect_record import Effect
 from diagnose.facts.observed import loops
 from diagnose.runs.runner.sites import submission_lines
 from diagnose.session import Run, Session
