@@ -8,7 +8,7 @@ import re
 
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import cleared_key
-from diagnose.analysis.evidence import confirmations, sharers
+from diagnose.analysis.evidence import confirmations, measured_alone, sharers
 from diagnose.analysis.started import unstarted
 from diagnose.analysis.too_far import how_far
 from diagnose.analysis.unfixed import stage_cases
@@ -95,7 +95,7 @@ def _alone(s: Session, runs: list, name: str, ok) -> bool:
     """Did one of these runs, or a solo rerun of one, measure stage `name` with no other run on its GPU, and
     does that measure bear the judgment (`ok(stage)`)?"""
     every = runs + [c for r in runs for c in confirmations(s, r)]
-    return any(st.name == name and not sharers(st) and ok(st) for r in every for st in r.stages)
+    return any(st.name == name and measured_alone(r, st) and ok(st) for r in every for st in r.stages)
 
 
 def _shared(s: Session, runs: list, name: str) -> str:
@@ -111,7 +111,7 @@ def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
         if "timing-solo" not in c.rules:
             continue
         # the claim's runs, and a solo rerun its sentence names as where the stage was measured alone
-        named = re.findall(r"\(alone on its GPU, in (\w+)\)", c.text)
+        named = re.findall(r"\(alone on (?:its GPU|the CPU), in (\w+)\)", c.text)
         runs = [r for r in map(s.run, [*c.runs, *named]) if r is not None]
         for m in _HOW_FAR.finditer(c.text):
             name, times = m.group(1) or m.group(3), m.group(2)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, effective, thin, unjudged
+from diagnose.analysis.evidence import NOISE_ABS, NOISE_REL, decider, effective, thin, unjudged
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
@@ -140,7 +140,9 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
 def single_runs(session: Session) -> list[Run]:
     """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
     active = {p["name"] for p in session.probes if p["state"] == PlanState.RUN} if session.probes else set(BY_NAME)
-    return [r for r in session.runs if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
+    # a toggle's run that its solo rerun decided (on a CPU, its time under load) is that rerun's record
+    return [decider(session, r) for r in session.runs
+            if r.role == Role.SINGLE and r.probe in BY_NAME and r.probe in active]
 
 
 def toggle_rank(t) -> int:
