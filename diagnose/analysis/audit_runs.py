@@ -8,7 +8,7 @@ import re
 
 from diagnose.analysis.carried import depends_on_machine
 from diagnose.analysis.claims import cleared_key
-from diagnose.analysis.evidence import confirmations, measured_alone, sharers
+from diagnose.analysis.evidence import confirmations, loaded, measured_alone, sharers
 from diagnose.analysis.started import unstarted
 from diagnose.analysis.too_far import how_far
 from diagnose.analysis.unfixed import stage_cases
@@ -99,8 +99,12 @@ def _alone(s: Session, runs: list, name: str, ok) -> bool:
 
 
 def _shared(s: Session, runs: list, name: str) -> str:
-    n = max((len(sharers(st)) for r in runs for st in r.stages if st.name == name), default=0)
-    return f"{name} was measured beside {n} other run(s) on its GPU, and no solo rerun measured it"
+    stages = [st for r in runs for st in r.stages if st.name == name]
+    n = max((len(sharers(st)) for st in stages), default=0)
+    lost = max((st.contention.interference_s for st in stages if loaded(st)), default=0.0)
+    beside = f"while other work took {lost:.1f} s of its CPU time" if lost and not n else \
+        f"beside {n} other run(s) on its GPU"
+    return f"{name} was measured {beside}, and no solo rerun measured it"
 
 
 def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:

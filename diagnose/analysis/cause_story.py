@@ -1,5 +1,6 @@
 """What a cause says where no single toggle decided it: what the combination runs show, and causes that each
-fail the submission on their own. Pure: reads the session's runs, writes narrative text."""
+fail the submission on their own; and a toggle that its solo rerun decided. Pure: reads the session's runs, writes
+narrative text."""
 from __future__ import annotations
 
 from diagnose.analysis.comparison import compare, single_runs
@@ -38,3 +39,14 @@ def combination_story(session: Session, base: Run, minimal: list[str], combos: l
                      f"({', '.join(f'{r.id} still {r.outcome}' for r in alone)}): another suspect fails it too")
     return ("The combination runs show it: " + "; ".join(parts) + ".") if parts else \
         "No single run without it got past the failure; only the combination runs decide it."
+
+
+def decided_alone(session: Session, run: Run) -> str:
+    """Where the deciding toggle's run is a solo rerun (on a CPU, its first run's time was taken by other work:
+    evidence.decider), what that first run showed, and that the rerun alone decided."""
+    first = session.run(run.confirms) if run.role == Role.CONFIRM and run.confirms else None
+    if first is None:
+        return ""
+    lost = max((st.contention.interference_s for st in first.stages), default=0.0)
+    return (f" {first.id} ended {first.outcome} while other work took {lost:.1f} s of its CPU time; its solo rerun "
+            f"{run.id}, with no other run beside it, decided.")

@@ -122,7 +122,7 @@ def thin(session: Session, run: Run) -> str | None:
         if got and _thin(got[1]):
             r, a = got
             margin = a.budget_s - judged_seconds(a)
-            where = "" if r is run else f" ({_alone_on(a)}, in {r.id})"
+            where = "" if r is run and r.role != Role.CONFIRM else f" ({_alone_on(a)}, in {r.id})"
             if margin < 0:      # a prediction over the budget: the stage's own sample passed, the harness's would not
                 return (f"{a.name} is predicted {judged_seconds(a):.1f} s against its {a.budget_s:g} s budget{where}, "
                         f"though its sample ran in {a.charged_s:.1f} s")
