@@ -4,6 +4,7 @@ narrative text."""
 from __future__ import annotations
 
 from diagnose.analysis.comparison import compare, single_runs
+from diagnose.analysis.evidence import run_doubt
 from diagnose.findings import Cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, Compared, Status
@@ -43,10 +44,7 @@ def combination_story(session: Session, base: Run, minimal: list[str], combos: l
 
 def decided_alone(session: Session, run: Run) -> str:
     """Where the deciding toggle's run is a solo rerun (on a CPU, its first run's time was taken by other work:
-    evidence.decider), what that first run showed, and that the rerun alone decided."""
+    evidence.decider), why that first run's ending was in doubt, and that the rerun alone decided."""
     first = session.run(run.confirms) if run.role == Role.CONFIRM and run.confirms else None
-    if first is None:
-        return ""
-    lost = max((st.contention.interference_s for st in first.stages), default=0.0)
-    return (f" {first.id} ended {first.outcome} while other work took {lost:.1f} s of its CPU time; its solo rerun "
-            f"{run.id}, with no other run beside it, decided.")
+    doubt = run_doubt(first) if first is not None else None
+    return f" {first.id}: {doubt}; its solo rerun {run.id}, with no other run beside it, decided." if doubt else ""

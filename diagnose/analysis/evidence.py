@@ -14,9 +14,8 @@ else was happening (other runs alive, time its processes waited for a CPU, time 
   stage measured with no other run on its GPU: the run's own, else its solo rerun's. A neighbour on the GPU
   inflates exactly the spread the harness's stopping rule reads. Until a solo rerun measures it, the report
   says how many runs shared the GPU and that the judgment waits (`waits`), and the engine asks for that rerun.
-- On a CPU the runs share the CPU: a stage that other work took more than the noise floor from (`loaded`) is no
-  measure either. Its pass within the noise, or a variant's timeout, waits for a solo rerun, which decides the
-  variant (`decider`): nothing of ours runs beside it; other programs' load, which no rerun removes, `host_busy` says.
+- On a CPU, a stage other work took more than the noise floor from (`loaded`) is no measure either: its thin pass or a
+  variant's timeout waits for a solo rerun, which decides the variant (`decider`; other programs' load: `host_busy`).
 
 The noise floor is the one the bisector uses for time savings: 5 % of the budget, and at least 0.25 s.
 """
@@ -122,7 +121,8 @@ def thin(session: Session, run: Run) -> str | None:
         if got and _thin(got[1]):
             r, a = got
             margin = a.budget_s - judged_seconds(a)
-            where = "" if r is run and r.role != Role.CONFIRM else f" ({_alone_on(a)}, in {r.id})"
+            # a CPU's solo rerun that stands for its variant (decider) names itself: the audit reads where it was alone
+            where = "" if r is run and not (r.role == Role.CONFIRM and _on_cpu(a)) else f" ({_alone_on(a)}, in {r.id})"
             if margin < 0:      # a prediction over the budget: the stage's own sample passed, the harness's would not
                 return (f"{a.name} is predicted {judged_seconds(a):.1f} s against its {a.budget_s:g} s budget{where}, "
                         f"though its sample ran in {a.charged_s:.1f} s")
