@@ -122,13 +122,13 @@ def test_a_thin_pass_under_load_waits_then_is_said_from_the_solo_rerun_and_the_a
 # --- end to end: a real diagnosis, beside a CPU burner and quiet --------------------------------------------------
 
 NEAR = FIXTURES / "warmup" / "near_budget.py"
-ROOM = 2.0       # the budget over the fix's test stage alone beside the burner: the fix fits alone, with room
+ROOM = 1.5       # the budget over the fix's test stage alone beside the burner: it fits alone, with room
 
 
 def _fix_alone(tmp_path) -> float:
     """The fixed submission's test stage, run alone here now: what the fix costs under the load of this moment."""
     fixed = tmp_path / "fixed.py"
-    fixed.write_text(NEAR.read_text().replace("WARMUP_ITERS = 3", "WARMUP_ITERS = 1"))
+    fixed.write_text(NEAR.read_text().replace("WARMUP_ITERS = 10", "WARMUP_ITERS = 1"))
     # with the probe's hooks, as the diagnosis runs it (one pass leaves the probe no toggle: only this run)
     res = cli("run", fixed, "--stages", "test", "--budget", "120", "--probes", "warmup", "--out", tmp_path / "cal",
               timeout=200)
@@ -137,7 +137,7 @@ def _fix_alone(tmp_path) -> float:
 
 
 def _diagnose(out, budget: float) -> dict:
-    # runs at once: the toggle shares the CPU with the baseline too, as on a machine with the cores for it
+    # three runs at a time: the toggles share the CPU with the baseline too, as on a machine with the cores for it
     res = cli("run", NEAR, "--stages", "test", "--budget", f"{budget:g}", "--probes", "warmup", "--jobs", "3",
               "--out", out, timeout=300)
     assert res.returncode == 1, res.stdout + res.stderr
@@ -150,12 +150,19 @@ def _said(s: dict) -> tuple:
     return s["verdict"]["status"], [c["suspects"] for c in s["causes"]], s["fix"] and s["fix"]["toggle"]
 
 
+def _decided(s: dict) -> list[tuple[dict, dict]]:
+    """Each toggle's run whose time-based ending was in doubt, with the solo rerun that decided it."""
+    runs = {r["id"]: r for r in s["runs"]}
+    return [(runs[r["confirms"]], r) for r in s["runs"]
+            if r["role"] == "confirm" and runs[r["confirms"]]["role"] == "single"]
+
+
 @pytest.mark.e2e
 def test_a_fix_close_to_its_budget_gets_the_same_diagnosis_beside_a_cpu_burner(tmp_path):
-    """The budget follows the load: the fix's test stage measured alone beside the burner, with as much again to spare,
-    so that alone it fits even then, and the baseline (six times its work) never does. Beside the baseline and the
-    burner the fix runs out (or passes within the noise): its solo rerun decides, and the diagnosis is the one
-    without the burner."""
+    """The budget follows the load: the fix's test stage measured alone beside the burner, with half again to spare,
+    so that alone it fits even then, and three passes (twice its work) and the baseline (six times) never do. Beside
+    the baseline, the other toggle and the burner, the toggles' time is in doubt: each solo rerun decides its toggle,
+    and the diagnosis is the one without the burner."""
     t0 = time.monotonic()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:
@@ -168,14 +175,18 @@ def test_a_fix_close_to_its_budget_gets_the_same_diagnosis_beside_a_cpu_burner(t
             p.wait()
     quiet = _diagnose(tmp_path / "quiet", budget)
     assert _said(busy) == _said(quiet) == ("timeout", [["warmup"]], "warmup N->1"), (_said(busy), _said(quiet))
-    runs = {r["id"]: r for r in busy["runs"]}
-    first = next(r for r in busy["runs"] if r["role"] == "single" and r["toggle"] == "warmup N->1")
-    decided = runs[busy["fix"]["run"]]
-    # the fix is its solo rerun's: no other run beside it, and the cause says which run decided
-    assert decided["role"] == "confirm" and decided["confirms"] == first["id"] and decided["solo"], decided
-    assert decided["stages"][0]["contention"]["overlapped"] == [] and decided["outcome"] == "ok"
-    assert f"its solo rerun {decided['id']}, with no other run beside it, decided" in busy["causes"][0]["narrative"]
-    st = first["stages"][0]
-    print(f"budget {budget:g} s (the fix alone beside the burner: {alone_s:.1f} s); beside the others the fix "
-          f"{first['outcome']} in {st['wall_s']:.1f} s, losing {st['contention']['run_delay_s']:.1f} s; its solo rerun "
-          f"{decided['stages'][0]['wall_s']:.1f} s; {time.monotonic() - t0:.0f} s in all")
+    decided = _decided(busy)
+    # three passes ran out beside the others while the burner took CPU time from them: its solo rerun decided that
+    assert any(first["toggle"] == "warmup N->3" and first["outcome"] == "timeout" for first, _ in decided), decided
+    for first, alone in decided:
+        assert alone["solo"] and alone["stages"][0]["contention"]["overlapped"] == [], alone
+        assert first["stages"][0]["contention"]["run_delay_s"] > 0.25 or first["outcome"] == "ok", first
+    fixed = next(r for r in busy["runs"] if r["id"] == busy["fix"]["run"])
+    if fixed["role"] == "confirm":      # the fix's own run was in doubt beside the others: its solo rerun is the fix
+        assert f"its solo rerun {fixed['id']}, with no other run beside it, decided" in busy["causes"][0]["narrative"]
+    def said(f, a):
+        lost = f["stages"][0]["contention"]["run_delay_s"]
+        return (f"{a['toggle']} {a['outcome']} in {a['stages'][0]['wall_s']:.1f} s alone ({f['id']}: {f['outcome']} "
+                f"in {f['stages'][0]['wall_s']:.1f} s, {lost:.1f} s lost)")
+    print(f"budget {budget:g} s (the fix alone beside the burner: {alone_s:.1f} s); decided by solo reruns: "
+          f"{', '.join(said(f, a) for f, a in decided)}; the fix from {fixed['id']}; {time.monotonic() - t0:.0f} s")
