@@ -122,7 +122,9 @@ def test_a_thin_pass_under_load_waits_then_is_said_from_the_solo_rerun_and_the_a
 # --- end to end: a real diagnosis, beside a CPU burner and quiet --------------------------------------------------
 
 NEAR = FIXTURES / "warmup" / "near_budget.py"
-ROOM = 1.5       # the budget over the fix's test stage alone beside the burner: it fits alone, with room
+# The budget over the fix's test stage alone beside the burner: it fits alone, with room. On a 2-core machine that
+# others kept busy, the fix's solo rerun took up to 1.4 times what the same run took a minute before.
+ROOM = 1.8
 
 
 def _fix_alone(tmp_path) -> float:
@@ -159,10 +161,10 @@ def _decided(s: dict) -> list[tuple[dict, dict]]:
 
 @pytest.mark.e2e
 def test_a_fix_close_to_its_budget_gets_the_same_diagnosis_beside_a_cpu_burner(tmp_path):
-    """The budget follows the load: the fix's test stage measured alone beside the burner, with half again to spare,
-    so that alone it fits even then, and three passes (twice its work) and the baseline (six times) never do. Beside
-    the baseline, the other toggle and the burner, the toggles' time is in doubt: each solo rerun decides its toggle,
-    and the diagnosis is the one without the burner."""
+    """The budget follows the load: the fix's test stage measured alone beside the burner, with 80 % to spare, so
+    that alone it fits even then, and the baseline (five times its work) never does. Beside the baseline, the other
+    toggle and the burner, the toggles' time is in doubt: each solo rerun decides its toggle, and the diagnosis is the
+    one without the burner."""
     t0 = time.monotonic()
     burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(os.cpu_count() or 2)]
     try:
