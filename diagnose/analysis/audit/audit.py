@@ -207,7 +207,8 @@ def _costs(s: Session) -> list[Finding]:
 
 
 def _removes(r: Run, probe: str) -> bool:
-    return (r.role == Role.SINGLE and r.probe == probe) or (r.role == Role.COMBINATION and probe in r.removed)
+    single = r.role in (Role.SINGLE, Role.CONFIRM)     # a toggle's solo rerun decides it on a CPU (evidence.decider)
+    return (single and r.probe == probe) or (r.role == Role.COMBINATION and probe in r.removed)
 
 
 def _outcome_cause(s: Session, c, key: str, base: Run, variants: list[Run]) -> list[Finding]:

@@ -9,7 +9,7 @@ import re
 from diagnose.analysis.audit.claims import cleared_key
 from diagnose.analysis.causes.unfixed import stage_cases
 from diagnose.analysis.verdict.carried import depends_on_machine
-from diagnose.analysis.verdict.evidence import confirmations, sharers
+from diagnose.analysis.verdict.evidence import confirmations, loaded, measured_alone, sharers
 from diagnose.analysis.verdict.started import unstarted
 from diagnose.analysis.verdict.too_far import how_far
 from diagnose.runs.harness import in_pool_worker
@@ -95,12 +95,16 @@ def _alone(s: Session, runs: list, name: str, ok) -> bool:
     """Did one of these runs, or a solo rerun of one, measure stage `name` with no other run on its GPU, and
     does that measure bear the judgment (`ok(stage)`)?"""
     every = runs + [c for r in runs for c in confirmations(s, r)]
-    return any(st.name == name and not sharers(st) and ok(st) for r in every for st in r.stages)
+    return any(st.name == name and measured_alone(r, st) and ok(st) for r in every for st in r.stages)
 
 
 def _shared(s: Session, runs: list, name: str) -> str:
-    n = max((len(sharers(st)) for r in runs for st in r.stages if st.name == name), default=0)
-    return f"{name} was measured beside {n} other run(s) on its GPU, and no solo rerun measured it"
+    stages = [st for r in runs for st in r.stages if st.name == name]
+    n = max((len(sharers(st)) for st in stages), default=0)
+    lost = max((st.contention.interference_s for st in stages if loaded(st)), default=0.0)
+    beside = f"while other work took {lost:.1f} s of its CPU time" if lost and not n else \
+        f"beside {n} other run(s) on its GPU"
+    return f"{name} was measured {beside}, and no solo rerun measured it"
 
 
 def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
@@ -111,7 +115,7 @@ def timing_solo(s: Session, claims: list) -> list[tuple[str, str, str]]:
         if "timing-solo" not in c.rules:
             continue
         # the claim's runs, and a solo rerun its sentence names as where the stage was measured alone
-        named = re.findall(r"\(alone on its GPU, in (\w+)\)", c.text)
+        named = re.findall(r"\(alone on (?:its GPU|the CPU), in (\w+)\)", c.text)
         runs = [r for r in map(s.run, [*c.runs, *named]) if r is not None]
         for m in _HOW_FAR.finditer(c.text):
             name, times = m.group(1) or m.group(3), m.group(2)

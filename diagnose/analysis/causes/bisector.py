@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from diagnose.analysis.causes.cause_story import combination_story, each_alone
+from diagnose.analysis.causes.cause_story import combination_story, decided_alone, each_alone
 from diagnose.analysis.causes.clearing import cleared
 from diagnose.analysis.causes.ddmin import ddmin
 from diagnose.analysis.causes.fix_choice import choose_fix
@@ -243,7 +243,7 @@ def _outcome_cause(session: Session, base: Run, minimal: list[str], fixers: list
         fixes = "fixes it" if lead and passed_all(base, lead) else "gets past it"
         narrative = f"{d[0].upper() + d[1:]} causes {what}: " + (f"{lead.toggle} {fixes}." if lead else
                                                                  combination_story(session, base, minimal, combos))
-        narrative += joined_story(session, base, lead) if lead else ""
+        narrative += joined_story(session, base, lead) + decided_alone(session, lead) if lead else ""
         if lead and lead.outcome in FAILURES:
             later = lead.failed_stage
             narrative += (f" The variant then fails on something else: {later.status} in {later.name} "

@@ -1,8 +1,10 @@
 """What a cause says where no single toggle decided it: what the combination runs show, and causes that each
-fail the submission on their own. Pure: reads the session's runs, writes narrative text."""
+fail the submission on their own; and a toggle that its solo rerun decided. Pure: reads the session's runs, writes
+narrative text."""
 from __future__ import annotations
 
 from diagnose.analysis.verdict.comparison import compare, single_runs
+from diagnose.analysis.verdict.evidence import run_doubt
 from diagnose.findings import Cause
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, Compared, Status
@@ -38,3 +40,11 @@ def combination_story(session: Session, base: Run, minimal: list[str], combos: l
                      f"({', '.join(f'{r.id} still {r.outcome}' for r in alone)}): another suspect fails it too")
     return ("The combination runs show it: " + "; ".join(parts) + ".") if parts else \
         "No single run without it got past the failure; only the combination runs decide it."
+
+
+def decided_alone(session: Session, run: Run) -> str:
+    """Where the deciding toggle's run is a solo rerun (on a CPU, its first run's time was taken by other work:
+    evidence.decider), why that first run's ending was in doubt, and that the rerun alone decided."""
+    first = session.run(run.confirms) if run.role == Role.CONFIRM and run.confirms else None
+    doubt = run_doubt(first) if first is not None else None
+    return f" {first.id}: {doubt}; its solo rerun {run.id}, with no other run beside it, decided." if doubt else ""

@@ -33,10 +33,12 @@ def choose_fix(session: Session, base: Run) -> Fix | None:
         return None
     # A fix must have gone through every stage the baseline was given (a run that stopped at the failing
     # stage has not shown that it fits the later budgets), and may not be a doubtful pass.
-    good = [r for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
-            and r.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
+    # A variant that a solo rerun decided (on a CPU, its time under load: evidence.decider) is that rerun's record.
+    good = [d for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION) and r.variant
+            for d in [evidence.decider(session, r)]
+            if d.outcome == Status.OK and not r.switches.get("warm_cache") and r.exercised is not False
             and (not door.known(r.probe) or door.info(r.probe).fixes)
-            and passed_all(base, r) and not carried.outside_reads(r)
+            and passed_all(base, d) and not carried.outside_reads(d)
             and effective(session, r).outcome == Status.OK and not evidence.thin(session, r)
             and not evidence.unjudged(session, r)]
     if not good:
@@ -98,7 +100,8 @@ def _deferred(session: Session) -> list[Run]:
     ids = dict.fromkeys(rid for text, runs in said if evidence.WAITS in text for rid in runs)
     # a variant that passed but whose pass is judged by a time measured beside others on its GPU (over or within
     # the noise of its budget) would be a fix or not by that judgment alone: it waits for a solo rerun too
+    # (on a CPU, a variant's timeout that other work took time from, too: alone it may pass)
     ids.update(dict.fromkeys(r.id for r in session.runs if r.role in (Role.SINGLE, Role.COMBINATION)
-                             and r.outcome == Status.OK))
+                             and (r.outcome == Status.OK or evidence.on_cpu(r))))
     runs = [session.run(rid) for rid in ids]
     return [r for r in runs if r is not None and r.role != Role.CONFIRM and any(map(evidence.needs_solo, r.stages))]

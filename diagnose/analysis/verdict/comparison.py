@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import statistics
 
-from diagnose.analysis.verdict.evidence import NOISE_ABS, NOISE_REL, effective, judged_seconds, thin, unjudged
+from diagnose.analysis.verdict.evidence import NOISE_ABS, NOISE_REL, decider, effective, judged_seconds, thin, unjudged
 from diagnose.facts.measures import stage_seconds
 from diagnose.session import Role, Run, Session
 from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Confidence, PlanState, Status
@@ -156,7 +156,9 @@ def compare(session: Session, base: Run, run: Run) -> Compared:
 def single_runs(session: Session) -> list[Run]:
     """Single toggles of the probes that, on the baseline's evidence, had a suspect to toggle."""
     active = {p["name"] for p in session.probes if p["state"] == PlanState.RUN} if session.probes else set(door.names())
-    return [r for r in session.runs if r.role == Role.SINGLE and door.known(r.probe) and r.probe in active]
+    # a toggle's run that its solo rerun decided (on a CPU, its time under load) is that rerun's record
+    return [decider(session, r) for r in session.runs
+            if r.role == Role.SINGLE and door.known(r.probe) and r.probe in active]
 
 
 def toggle_rank(t) -> int:

@@ -14,6 +14,8 @@ else was happening (other runs alive, time its processes waited for a CPU, time 
   stage measured with no other run on its GPU: the run's own, else its solo rerun's. A neighbour on the GPU
   inflates exactly the spread the harness's stopping rule reads. Until a solo rerun measures it, the report
   says how many runs shared the GPU and that the judgment waits (`waits`), and the engine asks for that rerun.
+- On a CPU, a stage other work took more than the noise floor from (`loaded`) is no measure either: its thin pass or a
+  variant's timeout waits for a solo rerun, which decides the variant (`decider`; other programs' load: `host_busy`).
 
 The noise floor is the one the bisector uses for time savings: 5 % of the budget, and at least 0.25 s.
 """
@@ -48,6 +50,27 @@ def judged_seconds(st: StageResult) -> float:
 
 def _on_gpu(st: StageResult) -> bool:
     return any(e["k"] == "env" and e.get("cuda_available") for e in st.events)
+
+
+def _on_cpu(st: StageResult) -> bool:
+    """The stage's worker said it had no GPU (a record that says nothing of it is judged as before)."""
+    return any(e["k"] == "env" and e.get("cuda_available") is False for e in st.events)
+
+
+def on_cpu(run: Run) -> bool:
+    return any(map(_on_cpu, run.stages)) and not any(map(_on_gpu, run.stages))
+
+
+def loaded(st: StageResult) -> bool:
+    """On a CPU, other work (our other runs, other programs) took more than the noise floor of its budget from the
+    stage: its time says how busy the host was as much as what the code costs. (On a GPU: sharers.)"""
+    return _on_cpu(st) and st.contention.interference_s > noise_floor(st.budget_s)
+
+
+def measured_alone(run: Run, st: StageResult) -> bool:
+    """Was the stage measured with nothing of ours beside it? A solo rerun is the quietest measure a CPU gives:
+    the load of other programs stays in it, and no rerun would take it away."""
+    return not sharers(st) and (run.role == Role.CONFIRM or not loaded(st))
 
 
 def doubt(st: StageResult) -> str | None:
@@ -92,13 +115,14 @@ def thin(session: Session, run: Run) -> str | None:
     pass by 0.1 s of 15 s, where runs differ by 0.75 s), measured alone on its GPU (`alone`: where the run shared
     it, its solo rerun's stage decides, and one that passed with room there is no thin pass). At risk, never a
     fix. None when every margin is wide enough, or when the thin stage has no measure alone (`unjudged`)."""
-    for st in run.stages:
+    for st in decider(session, run).stages:
         # a pass near its budget where it shared the GPU is judged from its solo rerun, however wide it looked
         got = alone(session, run, st.name) if _near(st) else None
         if got and _thin(got[1]):
             r, a = got
             margin = a.budget_s - judged_seconds(a)
-            where = "" if r is run else f" (alone on its GPU, in {r.id})"
+            # a CPU's solo rerun that stands for its variant (decider) names itself: the audit reads where it was alone
+            where = "" if r is run and not (r.role == Role.CONFIRM and _on_cpu(a)) else f" ({_alone_on(a)}, in {r.id})"
             if margin < 0:      # a prediction over the budget: the stage's own sample passed, the harness's would not
                 return (f"{a.name} is predicted {judged_seconds(a):.1f} s against its {a.budget_s:g} s budget{where}, "
                         f"though its sample ran in {a.charged_s:.1f} s")
@@ -118,9 +142,19 @@ def _runs(n: int) -> str:
     return f"{n} other run{'' if n == 1 else 's'}"
 
 
+def _alone_on(st: StageResult) -> str:
+    return "alone on the CPU" if _on_cpu(st) else "alone on its GPU"
+
+
 def waits(st: StageResult, what: str) -> str:
-    """What a report says instead of a timing judgment of `st` measured beside other runs on its GPU."""
-    return f"{st.name} shared its GPU with {_runs(len(sharers(st)))}: {what} {WAITS}"
+    """What a report says instead of a timing judgment of `st` measured beside other runs on its GPU (on a CPU:
+    beside other runs, or losing time to other work)."""
+    if not loaded(st):
+        where = f"shared its {'CPU' if _on_cpu(st) else 'GPU'} with {_runs(len(sharers(st)))}"
+    else:
+        where = (f"shared the CPU with {_runs(len(sharers(st)))} and " if sharers(st) else "") + \
+            f"lost {st.contention.interference_s:.1f} s to other work"
+    return f"{st.name} {where}: {what} {WAITS}"
 
 
 def alone(session: Session, run: Run, name: str) -> tuple[Run, StageResult] | None:
@@ -128,16 +162,18 @@ def alone(session: Session, run: Run, name: str) -> tuple[Run, StageResult] | No
     own, else its latest solo rerun's; None when neither measured it so."""
     for r in [run] + solo_reruns(session, run)[::-1]:
         st = r.stage(name)
-        if st is not None and st.status != Status.SKIPPED and not sharers(st):
+        if st is not None and st.status != Status.SKIPPED and measured_alone(r, st):
             return r, st
     return None
 
 
 def needs_solo(st: StageResult) -> bool:
     """Would a timing judgment of this stage (at risk, how far over its budget, a pass within the noise) rest on a
-    measure beside other runs on its GPU?"""
+    measure beside other runs on its GPU? On a CPU, also a timeout that other work took time from."""
+    if st.status in TIME_BASED and loaded(st):
+        return True
     judged = st.status == Status.AT_RISK or _near(st) or (st.status in TIME_BASED and how_far(st) is not None)
-    return judged and bool(sharers(st))
+    return judged and (bool(sharers(st)) or loaded(st))
 
 
 def unjudged(session: Session, run: Run) -> str | None:
@@ -166,7 +202,7 @@ def far(session: Session, run: Run, st: StageResult | None, shapes: int | None =
         return waits(st, "how far it is from its budget")
     r, a = got
     said = how_far(a, shapes, line)
-    return said if said is None or r is run else f"{said} (measured alone on its GPU in {r.id})"
+    return said if said is None or r is run else f"{said} (measured {_alone_on(a)} in {r.id})"
 
 
 def run_doubt(run: Run) -> str | None:
@@ -204,7 +240,8 @@ def effective(session: Session, run: Run) -> Effective:
     never = unstarted(run)
     if never:       # no code of the submission ran: its ending is this machine's or ours, no evidence (started.py)
         return Effective(Status.INCOMPLETE, False, f"{run.id} {NEVER}: {never}")
-    d = run_doubt(run)
+    # a solo rerun on a CPU is the measure its run is decided by: nothing quieter is to be had (decider)
+    d = None if run.role == Role.CONFIRM and on_cpu(run) else run_doubt(run)
     if d is None:
         return Effective(run.outcome, True)
     solo = solo_reruns(session, run)
@@ -216,8 +253,21 @@ def effective(session: Session, run: Run) -> Effective:
     if all(_ending(c) == _ending(run) for c in solo):
         return Effective(run.outcome, True, f"confirmed by a solo rerun ({', '.join(c.id for c in solo)})")
     last = solo[-1]
+    if decider(session, run) is last:
+        return Effective(last.outcome, True, f"decided by its solo rerun {last.id}: {run.id} ended {_said(run)} ({d})")
     return Effective(last.outcome, False, f"flaky: {run.id} ended {_said(run)} ({d}), its solo rerun "
                                           f"{last.id} ended {_said(last)}", flaky=True)
+
+
+def decider(session: Session, run: Run) -> Run:
+    """The run whose record stands for `run`: on a CPU, a variant whose time-based ending other work may have
+    changed (run_doubt) is decided by its latest solo rerun where that one ended by time too (a pass, or over its
+    budget): what the harness would see with the CPU to itself. Any other run stands for itself."""
+    if run.role not in (Role.SINGLE, Role.COMBINATION) or not on_cpu(run) or run_doubt(run) is None:
+        return run
+    solo = solo_reruns(session, run)
+    timed = (Status.OK,) + TIME_BASED
+    return solo[-1] if solo and run.outcome in timed and solo[-1].outcome in timed and on_cpu(solo[-1]) else run
 
 
 def _ending(run: Run) -> tuple:
