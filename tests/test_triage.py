@@ -333,7 +333,7 @@ from diagnose.triage.inputs import items
 todo = items([Path(p) for p in sys.argv[1:]], "check", {"budget": 30.0}, Path("out"), "out",
              {"here": ["--budget", "30"], "whole": ["--budget", "30"]})
 # two cards given to the controller (this machine has none): as the CLI gives those of a cluster made here
-rows = [r for r in run(todo, {"gpus": ["0", "1"], "limit_s": 600.0}, None, None, {}, threading.Event()) if r]
+rows = [r.to_dict() for r in run(todo, {"gpus": ["0", "1"], "limit_s": 600.0}, None, None, {}, threading.Event()) if r]
 print(json.dumps({"rows": rows}))
 """
 
