@@ -187,7 +187,7 @@ def test_the_first_line_names_the_leaderboard_the_folder_and_every_budget(tmp_pa
     from diagnose.triage.rows import row_of
     row = row_of({"report_dir": str(tmp_path / "o"), "shown": "submission.py", "key": "k"}, {}, 0, res.stdout, "",
                  1.0, None)
-    assert (row["leaderboard"], row["problem"], row["status"]) == ("doubling", "doubling", "ok"), row
+    assert (row.leaderboard, row.problem, row.status) == ("doubling", "doubling", "ok"), row
 
 
 # --- a bug of ours never loses the runs ---------------------------------------------------------------------

@@ -70,7 +70,7 @@ def test_a_zeros_kernel_behind_a_forged_check_is_never_ok(checked, name, sub, pr
     assert res.returncode == (0 if status == "ok" else 1), res.stdout + res.stderr
     row = row_of({"report_dir": str(out), "shown": name, "key": name}, {}, res.returncode, res.stdout, res.stderr,
                  got["wall"], None)
-    assert (row["status"] == "ok") == (status == "ok"), row
+    assert (row.status == "ok") == (status == "ok"), row
     base = next(r for r in s["runs"] if r["role"] == "baseline")
     judged = [st for st in base["stages"] if st["name"] in ("test", "benchmark", "leaderboard")
               and st["status"] != "skipped"]

@@ -43,5 +43,5 @@ def test_check_on_a_wrong_result_names_where_it_failed_and_that_its_cause_was_no
     # the triage row of that check: its cause is that statement, its line the file's
     row = row_of({"report_dir": str(out), "shown": "tests/fixtures/wrong.py", "key": "k"}, {}, 1, res.stdout,
                  res.stderr, 5.0, None)
-    assert (row["status"], row["class"], row["line"], row["cause"]) == ("wrong", "wrong", 9, said["reason"]), row
+    assert (row.status, row.cause_class, row.line, row.cause) == ("wrong", "wrong", 9, said["reason"]), row
     assert str(ROOT) not in said["reason"]        # the file as the report names it, not as this machine holds it

@@ -197,5 +197,5 @@ def test_without_torch_run_and_check_say_so_in_one_line_exit_3(tmp_path, no_torc
             from diagnose.triage.rows import row_of
             row = row_of({"report_dir": str(out), "shown": "warmup_timeout.py", "key": "k"}, {}, res.returncode,
                          res.stdout, res.stderr, 1.0, None)
-            assert row["status"] == "inconclusive" and row["why"].startswith("CANNOT JUDGE HERE: "), row
-            assert "has no 'torch'" in row["why"], row
+            assert row.status == "inconclusive" and row.why.startswith("CANNOT JUDGE HERE: "), row
+            assert "has no 'torch'" in row.why, row

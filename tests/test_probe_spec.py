@@ -101,7 +101,8 @@ def test_the_registry_refuses_a_broken_probe_at_import(tmp_path):
 def test_a_first_call_timeout_is_classed_by_its_probes_own_word():
     """triage/classes.py holds no probe's name: each probe's TRIAGE says its class, read through the registry."""
     from diagnose.triage.classes import cause_class
-    row = {"status": "timeout", "phase": "first_call:k=1", "stage": "test"}
+    from diagnose.triage.rows import Row
+    row = Row(status="timeout", phase="first_call:k=1", stage="test")
     top = {"suspects": ["extension_build", "helion", "recompile", "import_init"]}
     assert cause_class(row, {"causes": [top]}) == "first call (autotune, build, compile)"
     assert cause_class(row, {"causes": [{"suspects": ["import_init"]}]}) == "first call"

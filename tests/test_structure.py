@@ -508,3 +508,51 @@ def test_the_map_rule_bites(tmp_path):
         "the map names diagnose/runs/walls.py, which does not exist",
         "the map leaves out diagnose/runs/jail.py", "the map leaves out diagnose/tasks",
         "the map leaves out diagnose/tasks/fp8", "the map leaves out diagnose/tasks/fp8/task.py"]
+
+
+# A triage row is a Row (triage/rows.py), read by attribute: only rows.py, which makes it from its dict, reads a row's
+# keys. Elsewhere, in the modules that handle rows (diagnose/triage/ and those importing it), a read by a row's key
+# is a read of a row, unless its receiver is one of the other dicts named here (an item, the timing, the walls).
+NOT_ROWS = {"i", "item", "timing", "walls", "settings"}
+
+
+def rows_read_by_key(root: Path) -> list[str]:
+    """Each `x["k"]` or `x.get("k")` (pop, setdefault) with k a row's key, in a module that handles rows."""
+    from dataclasses import fields
+
+    from diagnose.triage.rows import FIELDS, Row
+    keys = set(FIELDS) | {f.name for f in fields(Row)}
+    wrong = []
+    for p in sorted((root / "diagnose").rglob("*.py")):
+        rel = p.relative_to(root).as_posix()
+        if rel == "diagnose/triage/rows.py" or not (rel.startswith("diagnose/triage/") or any(
+                m.startswith("diagnose.triage") for m in _imports(p, submodules=True))):
+            continue
+        for n in ast.walk(ast.parse(p.read_text())):
+            if isinstance(n, ast.Subscript) and isinstance(n.slice, ast.Constant):
+                key, recv = n.slice.value, n.value
+            elif (isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.args and
+                  n.func.attr in ("get", "pop", "setdefault") and isinstance(n.args[0], ast.Constant)):
+                key, recv = n.args[0].value, n.func.value
+            else:
+                continue
+            if key in keys and ast.unparse(recv) not in NOT_ROWS:
+                wrong.append(f"{rel}:{n.lineno} {ast.unparse(n)}")
+    return wrong
+
+
+def test_a_triage_row_is_read_by_attribute_outside_rows_py():
+    wrong = rows_read_by_key(ROOT)
+    assert not wrong, wrong
+
+
+def test_the_row_rule_bites(tmp_path):
+    root = _tree(tmp_path, {
+        "diagnose/triage/t.py": 'def f(r, rows, item, s):\n    return r["status"], rows[0].get("class"), '
+                                'item["key"], s.get("causes"), r.status\n',
+        "diagnose/output/o.py": 'from diagnose.triage.rows import Row\n\n\ndef g(row):\n    return row.get("file")\n',
+        "diagnose/output/other.py": 'def h(v):\n    return v["status"]\n',       # no row handled here
+        "diagnose/triage/rows.py": 'def row_of(row):\n    return row["status"]\n'})
+    assert rows_read_by_key(root) == ["diagnose/output/o.py:5 row.get('file')",
+                                      "diagnose/triage/t.py:2 r['status']",
+                                      "diagnose/triage/t.py:2 rows[0].get('class')"]

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 
@@ -91,9 +92,10 @@ def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
     unrounded seconds); never the idle tail of a worker with nothing left, never a first wait or a span measured
     on another host's clock."""
     from diagnose.triage.overhead import describe, measure
-    rows = [dict(host="h", worker="0", started_at=100.5, ended_at=150.5, wall_s=49.9, command_s=49.94),
-            dict(host="h", worker="0", started_at=151.5, ended_at=160.0, wall_s=8.5, command_s=8.5),
-            dict(host="h", worker="1", started_at=100.5, ended_at=110.0, wall_s=9.5, command_s=9.5)]
+    from diagnose.triage.rows import Row
+    rows = [Row(host="h", worker="0", started_at=100.5, ended_at=150.5, wall_s=49.9, command_s=49.94),
+            Row(host="h", worker="0", started_at=151.5, ended_at=160.0, wall_s=8.5, command_s=8.5),
+            Row(host="h", worker="1", started_at=100.5, ended_at=110.0, wall_s=9.5, command_s=9.5)]
     timing = {"cluster_s": 3.0, "submitted_at": 100.0, "host": "h"}
     m = measure(rows, timing)
     assert m["between"] == [1.0] and m["first_s"] == 0.5 and m["workers"] == 2 and m["span_s"] == 60.0
@@ -102,9 +104,9 @@ def test_dask_overhead_is_what_no_command_ran_while_tasks_waited():
     assert text.startswith("Dask's own overhead: 687 ms per task (3 task(s) on 2 worker(s); first task started "
                            "500 ms after submission; a worker waited 1.0 s between tasks"), text
     assert "The cluster took 3.0 s to start (not counted above)." in text and "running a command 57% of it" in text
-    far = measure(rows + [dict(host="far", worker="w", started_at=5.0, ended_at=7.0, wall_s=2.0)], timing)
+    far = measure(rows + [Row(host="far", worker="w", started_at=5.0, ended_at=7.0, wall_s=2.0)], timing)
     assert far["span_s"] is None and far["first_s"] == 0.5 and "running a command" not in describe(far)
-    assert measure([dict(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
+    assert measure([Row(host="h", worker="0", status="lost")], {}) is None and describe(None) == ""
 
 
 @pytest.mark.xdist_group("triage-triaged")
@@ -331,7 +333,7 @@ from diagnose.triage.inputs import items
 todo = items([Path(p) for p in sys.argv[1:]], "check", {"budget": 30.0}, Path("out"), "out",
              {"here": ["--budget", "30"], "whole": ["--budget", "30"]})
 # two cards given to the controller (this machine has none): as the CLI gives those of a cluster made here
-rows = [r for r in run(todo, {"gpus": ["0", "1"], "limit_s": 600.0}, None, None, {}, threading.Event()) if r]
+rows = [r.to_dict() for r in run(todo, {"gpus": ["0", "1"], "limit_s": 600.0}, None, None, {}, threading.Event()) if r]
 print(json.dumps({"rows": rows}))
 """
 
@@ -426,9 +428,9 @@ def test_a_command_gets_its_paths_as_the_user_gave_them_from_the_triage_folder(t
 
 def test_a_report_link_with_a_space_is_still_a_link():
     from diagnose.output.triage import markdown
-    from diagnose.triage.rows import FIELDS
-    row = {**dict.fromkeys(FIELDS), "file": "sub dir/healthy one.py", "status": "ok", "class": "passed",
-           "report": "reports/healthy one-951f450711", "wall_s": 12.0}
+    from diagnose.triage.rows import Row
+    row = Row(file="sub dir/healthy one.py", status="ok", cause_class="passed",
+              report="reports/healthy one-951f450711", wall_s=12.0)
     assert "[sub dir/healthy one.py](<reports/healthy one-951f450711/report.md>)" in markdown([row], 1)
-    row.update(file="healthy.py", report="reports/healthy-951f450711")
+    row = replace(row, file="healthy.py", report="reports/healthy-951f450711")
     assert "[healthy.py](reports/healthy-951f450711/report.md)" in markdown([row], 1)

@@ -22,7 +22,7 @@ def _derived(name: str) -> dict[str, dict]:
     out = {}
     for f, r in _saved(name).items():
         item = {"report_dir": str(EXAMPLE / name / r["report"]), "shown": f, "key": r["key"]}
-        out[f] = row_of(item, {}, r["exit_code"], "", "", r["wall_s"], None, gpu=r["gpu"])
+        out[f] = row_of(item, {}, r["exit_code"], "", "", r["wall_s"], None, gpu=r["gpu"]).to_dict()
     return out
 
 

@@ -9,6 +9,7 @@ import os
 import stat
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,37 +17,39 @@ import pytest
 from diagnose.cli.ledger_file import LedgerFile as Ledger
 from diagnose.errors import BadInput
 from diagnose.triage.ledger import JSONL, KEY_FILE, rerun, sign
+from diagnose.triage.rows import Row
 from tests.conftest import FIXTURES, ROOT, cli
 
 
-def _row(key: str, status: str = "crash", **more) -> dict:
-    return {"file": f"{key}.py", "key": key, "status": status, "class": status, "report": None, "wall_s": 1.5,
-            "exit_code": 1, **more}
+def _row(key: str, status: str = "crash", **more) -> Row:
+    return Row.from_dict({"file": f"{key}.py", "key": key, "status": status, "class": status, "report": None,
+                          "wall_s": 1.5, "exit_code": 1, **more})
 
 
 def test_rows_are_signed_with_a_key_of_their_own_and_forged_ones_are_counted_and_ignored(tmp_path):
     ledger = Ledger(tmp_path)
     assert ledger.done() == ({}, None)
     ledger.append(_row("a"))
-    ledger.append({**_row("b"), "report": Path("reports/b")})       # a Path is signed as the string it is read as
+    ledger.append(_row("b", report=Path("reports/b")))       # a Path is signed as the string it is read as
     key = (tmp_path / KEY_FILE).read_bytes()
     assert len(key) == 32 and stat.S_IMODE((tmp_path / KEY_FILE).stat().st_mode) == 0o600
     text = (tmp_path / JSONL).read_text()
     assert key.hex() not in text and all("sig" in json.loads(x) for x in text.splitlines())
     done, note = Ledger(tmp_path).done()
-    assert set(done) == {"a", "b"} and note is None and done["b"]["report"] == "reports/b"
+    assert set(done) == {"a", "b"} and note is None and done["b"].report == "reports/b"
 
     # what a run could write: a row that says its crashing file passed, unsigned, signed wrongly, or re-signed
     # by a key of its own; and a line cut short
-    forged = _row("a", "ok")
+    forged = _row("a", "ok").to_dict()
+    real_b = json.loads(text.splitlines()[1])
     with open(tmp_path / JSONL, "a") as fh:
         fh.write(json.dumps(forged) + "\n")
         fh.write(json.dumps({**forged, "sig": "0" * 64}) + "\n")
         fh.write(json.dumps({**forged, "sig": sign(os.urandom(32), forged)}) + "\n")
-        fh.write(json.dumps({**done["b"], "status": "ok"}) + "\n")     # its real signature, another status
+        fh.write(json.dumps({**real_b, "status": "ok"}) + "\n")     # its real signature, another status
         fh.write('{"key": "a", "status": "o')
     done, note = Ledger(tmp_path).done()
-    assert done["a"]["status"] == "crash" and done["b"]["status"] == "crash"
+    assert done["a"].status == "crash" and done["b"].status == "crash"
     assert note == ("triage: 4 row(s) in triage.jsonl were not written by a triage here (no valid signature): "
                     "ignored, their files are checked again")
 
@@ -68,27 +71,25 @@ def test_a_key_file_that_is_not_a_key_is_bad_input(tmp_path):
         Ledger(tmp_path).key()
     (tmp_path / KEY_FILE).unlink()
     (tmp_path / KEY_FILE).write_bytes(b"short")
-    (tmp_path / JSONL).write_text(json.dumps(_row("a")) + "\n")
+    (tmp_path / JSONL).write_text(json.dumps(_row("a").to_dict()) + "\n")
     with pytest.raises(BadInput, match="not a triage key"):
         Ledger(tmp_path).done()
 
 
 def test_rows_that_say_nothing_about_the_submission_are_run_again():
-    assert rerun({"status": "lost"}) and rerun({"status": "inconclusive", "exit_code": 143})
-    assert not rerun({"status": "crash", "exit_code": 1})
+    assert rerun(Row(status="lost")) and rerun(Row(status="inconclusive", exit_code=143))
+    assert not rerun(Row(status="crash", exit_code=1))
 
 
 def test_a_report_changed_since_its_task_read_it_is_linked_with_a_note(tmp_path):
     import hashlib
 
     from diagnose.output.triage import markdown
-    from diagnose.triage.rows import FIELDS
     report = tmp_path / "reports" / "x"
     report.mkdir(parents=True)
     (report / "report.md").write_text("# the task's own\n")
     digest = hashlib.sha256(b"# the task's own\n").hexdigest()
-    rows = [{**dict.fromkeys(FIELDS), "file": "x.py", "key": "k", "status": "crash", "class": "crash",
-             "report": "reports/x", "report_sha256": digest}]
+    rows = [Row(file="x.py", key="k", status="crash", cause_class="crash", report="reports/x", report_sha256=digest)]
     ledger = Ledger(tmp_path)
     assert ledger.changed_reports(rows) == set()
     assert "[x.py](reports/x/report.md) |" in markdown(rows, 1, changed=ledger.changed_reports(rows))
@@ -99,7 +100,7 @@ def test_a_report_changed_since_its_task_read_it_is_linked_with_a_note(tmp_path)
                                                                                                changed=changed)
     (report / "report.md").unlink()
     assert ledger.changed_reports(rows) == {"k"}
-    assert ledger.changed_reports([{**rows[0], "report_sha256": None}]) == {"k"}
+    assert ledger.changed_reports([replace(rows[0], report_sha256=None)]) == {"k"}
 
 
 _NO_DASK = """

@@ -10,6 +10,7 @@ from diagnose.errors import BadInput
 from diagnose.triage.controller import cards_for
 from diagnose.triage.inputs import items
 from diagnose.triage.ledger import resume
+from diagnose.triage.rows import Row
 from diagnose.triage.task import hard_limit
 
 
@@ -24,8 +25,8 @@ def test_the_cards_are_those_visible_or_those_picked_and_never_one_for_two_worke
 
 def test_a_resume_keeps_what_finished_and_runs_the_rest():
     todo = [{"key": k} for k in "abcd"]
-    done = {"a": {"key": "a", "status": "crash", "exit_code": 1}, "b": {"key": "b", "status": "lost"},
-            "c": {"key": "c", "status": "inconclusive", "exit_code": 130}, "z": {"key": "z", "status": "ok"}}
+    done = {"a": Row(key="a", status="crash", exit_code=1), "b": Row(key="b", status="lost"),
+            "c": Row(key="c", status="inconclusive", exit_code=130), "z": Row(key="z", status="ok")}
     kept, rest = resume(todo, done)
     assert kept == [done["a"]] and [i["key"] for i in rest] == ["b", "c", "d"]
 

@@ -33,7 +33,7 @@ def test_a_file_that_reads_outside_signals_its_parent_and_connects_is_said_to_ha
     assert "connect to ('127.0.0.1', 9)" in row[0], row
     triaged = row_of({"report_dir": str(out), "shown": "reaches_out.py", "key": "k"}, {}, res.returncode, res.stdout,
                      res.stderr, 1.0, None)
-    assert all(x in triaged["tried"] for x in want), triaged["tried"]
+    assert all(x in triaged.tried for x in want), triaged.tried
 
 
 @pytest.mark.parametrize("there", [True, False])

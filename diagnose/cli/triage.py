@@ -21,11 +21,12 @@ from diagnose.cli.ledger_file import LedgerFile
 from diagnose.cli.options import Shared, gpu_list
 from diagnose.cli.wiring import Signals, err, out
 from diagnose.triage.ledger import JSONL, Ledger, resume
+from diagnose.triage.rows import Row
 
 MD, CSV, DASK_LOG = "triage.md", "triage.csv", ".triage-dask.log"
 
 
-def _tables(root: Path, ledger: Ledger, rows: list[dict], total: int, cost: str = "") -> None:
+def _tables(root: Path, ledger: Ledger, rows: list[Row], total: int, cost: str = "") -> None:
     from diagnose.output.triage import csv_text, markdown
     write_atomic(root / MD, markdown(rows, total, cost=cost, changed=ledger.changed_reports(rows)))
     write_atomic(root / CSV, csv_text(rows))
@@ -74,7 +75,7 @@ def child_flags(opts: Shared) -> dict[str, list[str]]:
     return {"here": here.argv(), "whole": opts.with_paths(lambda p: p.resolve()).argv()}
 
 
-def _drive(root: Path, ledger: LedgerFile, todo: list[dict], kept: list[dict], total: int, settings: dict,
+def _drive(root: Path, ledger: LedgerFile, todo: list[dict], kept: list[Row], total: int, settings: dict,
            scheduler: str | None, workers: int | None, signals, resumes: str) -> int:
     """The controller's rows, each written as it comes; the tables after each; the last line."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -117,7 +118,7 @@ def _drive(root: Path, ledger: LedgerFile, todo: list[dict], kept: list[dict], t
     out.print(f"triage: {len(rows)} of {total} done in {time.monotonic() - t0:.0f} s ({summary}); {root / MD}")
     if said:
         out.print(said)
-    return 0 if all(r["status"] == "ok" for r in rows) else 1
+    return 0 if all(r.status == "ok" for r in rows) else 1
 
 
 def _walls_once(todo: list) -> None:

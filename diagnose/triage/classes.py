@@ -5,12 +5,21 @@ state · harness rule · refusal · crash · wrong · outside the submission · 
 """
 from __future__ import annotations
 
+from typing import Protocol
+
 ORDER = ["compile step", "import", "first call", "steady state", "harness rule", "refusal", "crash", "wrong",
          "outside the submission", "inconclusive", "lost", "passed"]
 
 
-def cause_class(row: dict, session: dict | None) -> str:
-    status = row.get("status")
+class _Said(Protocol):
+    """What of a row (rows.Row) its class is read from: rows.py imports this module, never this one it."""
+    status: str | None
+    stage: str | None
+    phase: str | None
+
+
+def cause_class(row: _Said, session: dict | None) -> str:
+    status = row.status
     if status == "refused":
         return "refusal"
     if status in ("lost", "inconclusive"):
@@ -18,7 +27,7 @@ def cause_class(row: dict, session: dict | None) -> str:
     if status == "ok":
         return "passed"
     top = ((session or {}).get("causes") or [None])[0] or {}
-    phase, stage = row.get("phase") or "", row.get("stage") or ""
+    phase, stage = row.phase or "", row.stage or ""
     if top.get("kind") == "harness_rule":
         return "harness rule"
     if top.get("kind") in ("stale_lock",) or (session or {}).get("verdict", {}).get("outside"):

@@ -9,9 +9,12 @@ from __future__ import annotations
 import os
 import threading
 import time
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
 from diagnose.errors import BadInput
+
+if TYPE_CHECKING:
+    from diagnose.triage.rows import Row
 
 STARTED = None       # yielded once, when every task is submitted: the rows follow
 
@@ -26,7 +29,7 @@ def cards_for(visible: list[str], picked: list[str], scheduler: str | None, work
 
 
 def run(todo: list[dict], settings: dict, scheduler: str | None, workers: int | None, timing: dict,
-        stop: threading.Event, log: int | None = None) -> Iterator[dict | None]:
+        stop: threading.Event, log: int | None = None) -> Iterator[Row | None]:
     """settings: {gpus: the cards, limit_s: each command's hard limit}; timing: filled here (the cluster's start,
     when the tasks were submitted) for overhead.py; log: a file descriptor for the stderr of the workers of a
     cluster started here. Yields STARTED once the tasks are submitted, then each row; `stop.is_set()` afterwards

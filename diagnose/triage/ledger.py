@@ -21,15 +21,16 @@ import stat
 from pathlib import Path
 
 from diagnose.errors import BadInput
+from diagnose.triage.rows import Row
 
 JSONL, KEY_FILE, SIG = "triage.jsonl", ".triage-key", "sig"
 KEY_BYTES = 32
 RERUN = ("lost",)          # rows that say nothing about the submission: a second triage runs them again
 
 
-def rerun(row: dict) -> bool:
+def rerun(row: Row) -> bool:
     """A row that says nothing about the submission: a lost worker, bad input, or a command that was stopped."""
-    return row.get("status") in RERUN or row.get("exit_code") in (2, 130, 143)
+    return row.status in RERUN or row.exit_code in (2, 130, 143)
 
 
 def key_of(path: Path, settings: dict) -> str:
@@ -41,7 +42,7 @@ def key_of(path: Path, settings: dict) -> str:
     return h.hexdigest()[:16]
 
 
-def resume(items: list[dict], done: dict[str, dict]) -> tuple[list[dict], list[dict]]:
+def resume(items: list[dict], done: dict[str, Row]) -> tuple[list[Row], list[dict]]:
     """The rows kept from a triage before (signed, and about the submission), and the items still to run."""
     keep = {i["key"]: done[i["key"]] for i in items if i["key"] in done and not rerun(done[i["key"]])}
     return list(keep.values()), [i for i in items if i["key"] not in keep]
@@ -102,9 +103,9 @@ class Ledger:
             raise BadInput(f"{self.key_path}: went while the triage ran")
         return self._key
 
-    def done(self) -> tuple[dict[str, dict], str | None]:
-        """Rows a previous triage here wrote and signed: the last one per key. A line cut short by a kill is
-        skipped. Also one sentence on the rows ignored (None when none was)."""
+    def done(self) -> tuple[dict[str, Row], str | None]:
+        """Rows a previous triage here wrote and signed, each read once into its Row: the last one per key. A line
+        cut short by a kill is skipped. Also one sentence on the rows ignored (None when none was)."""
         if not self.path.is_file():
             return {}, None
         rows, ignored = {}, 0
@@ -115,12 +116,13 @@ class Ledger:
                 r = json.loads(line)
             except ValueError:
                 continue
-            if not (isinstance(r, dict) and isinstance(r.get("key"), str) and r["key"]):
+            row = Row.from_dict(r) if isinstance(r, dict) else None
+            if row is None or not (isinstance(row.key, str) and row.key):
                 continue
             if key is None or not verify(key, r):
                 ignored += 1
                 continue
-            rows[r["key"]] = r
+            rows[row.key] = row
         if not ignored:
             return rows, None
         if key is None:
@@ -129,23 +131,22 @@ class Ledger:
         return rows, (f"triage: {ignored} row(s) in {JSONL} were not written by a triage here (no valid signature): "
                       f"ignored, their files are checked again")
 
-    def line(self, row: dict) -> bytes:
+    def line(self, row: Row) -> bytes:
         """The row as its ledger line, signed: one JSON line, written whole by the CLI."""
-        row = _plain(row)
-        row.pop(SIG, None)
-        row[SIG] = sign(self.key(), row)
-        return (json.dumps(row) + "\n").encode()
+        body = _plain(row.to_dict())
+        body[SIG] = sign(self.key(), body)
+        return (json.dumps(body) + "\n").encode()
 
-    def changed_reports(self, rows: list[dict]) -> set[str]:
+    def changed_reports(self, rows: list[Row]) -> set[str]:
         """Keys of the rows whose report.md is no longer (or never was) the one their task read: gone, changed,
         or never digested. A report's digest is taken again only when its mtime or size moved."""
         changed = set()
         for r in rows:
-            if not r.get("report"):
+            if not r.report:
                 continue
-            want = r.get("report_sha256")
-            if not want or self._digest(self.root / r["report"] / "report.md") != want:
-                changed.add(r["key"])
+            want = r.report_sha256
+            if not want or self._digest(self.root / r.report / "report.md") != want:
+                changed.add(r.key)
         return changed
 
     def _digest(self, path: Path) -> str | None:

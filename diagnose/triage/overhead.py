@@ -13,36 +13,37 @@ from __future__ import annotations
 from itertools import pairwise
 from statistics import median
 
+from diagnose.triage.rows import Row
+
 
 def _ms(s: float) -> str:
     return f"{s * 1000:.0f} ms" if s < 1 else f"{s:.1f} s"
 
 
-def _command_s(r: dict) -> float | None:
-    v = r.get("command_s", r.get("wall_s"))
+def _command_s(r: Row) -> float | None:
+    v = r.command_s if r.command_s is not None else r.wall_s      # a row from before command_s: its wall_s
     return v if isinstance(v, (int, float)) else None
 
 
-def measure(rows: list[dict], timing: dict) -> dict | None:
+def measure(rows: list[Row], timing: dict) -> dict | None:
     """rows: this triage's own (not those a resumed triage kept); timing: {cluster_s, submitted_at, host}."""
-    ran = [r for r in rows if isinstance(r.get("started_at"), (int, float)) and isinstance(r.get("ended_at"),
-                                                                                         (int, float))]
+    ran = [r for r in rows if isinstance(r.started_at, (int, float)) and isinstance(r.ended_at, (int, float))]
     if not ran:
         return None
-    by_worker: dict[str, list[dict]] = {}
+    by_worker: dict[str, list[Row]] = {}
     for r in ran:
-        by_worker.setdefault(f"{r.get('host')}/{r.get('worker')}", []).append(r)
+        by_worker.setdefault(f"{r.host}/{r.worker}", []).append(r)
     waits, firsts = [], []
     for tasks in by_worker.values():
-        tasks.sort(key=lambda r: r["started_at"])
-        if tasks[0].get("host") == timing.get("host") and timing.get("submitted_at"):
-            firsts.append(max(0.0, tasks[0]["started_at"] - timing["submitted_at"]))   # one clock: this host's
-        waits += [max(0.0, b["started_at"] - a["ended_at"]) for a, b in pairwise(tasks)]
-    wraps = [max(0.0, (r["ended_at"] - r["started_at"]) - _command_s(r)) for r in ran if _command_s(r) is not None]
+        tasks.sort(key=lambda r: r.started_at)
+        if tasks[0].host == timing.get("host") and timing.get("submitted_at"):
+            firsts.append(max(0.0, tasks[0].started_at - timing["submitted_at"]))   # one clock: this host's
+        waits += [max(0.0, b.started_at - a.ended_at) for a, b in pairwise(tasks)]
+    wraps = [max(0.0, (r.ended_at - r.started_at) - _command_s(r)) for r in ran if _command_s(r) is not None]
     commands = sum(_command_s(r) or 0.0 for r in ran)
     # the span from submission to the last end needs one clock: only where every task ran on this host
-    one_clock = timing.get("submitted_at") and all(r.get("host") == timing.get("host") for r in ran)
-    span = max(r["ended_at"] for r in ran) - timing["submitted_at"] if one_clock else None
+    one_clock = timing.get("submitted_at") and all(r.host == timing.get("host") for r in ran)
+    span = max(r.ended_at for r in ran) - timing["submitted_at"] if one_clock else None
     return {"tasks": len(ran), "workers": len(by_worker), "cluster_s": timing.get("cluster_s"),
             "first_s": max(firsts) if firsts else None, "between": waits, "wrap": wraps,
             "per_task_s": (sum(waits) + sum(firsts) + sum(wraps)) / len(ran), "commands_s": commands,

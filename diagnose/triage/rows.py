@@ -3,23 +3,82 @@
 Statuses: ok, at_risk, timeout, crash, wrong (the verdict's), refused (KernelBot would not run the file, or it is
 no submission), inconclusive (this machine cannot judge it, the command was stopped, or it outlived its hard
 limit), lost (its worker died twice: set by the CLI, which sees Dask's failure).
+
+A row is a Row: typed, made from its dict (this module's own, or a ledger line read back) by Row.from_dict alone, and
+written by to_dict as the JSON it always was, so every ledger line and table stays byte for byte what it was.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from diagnose.findings import clip
 from diagnose.status import NOT_LOOKED
-from diagnose.triage.classes import cause_class
+from diagnose.triage.classes import cause_class as class_of
 
 FIELDS = ("file", "leaderboard", "problem", "status", "class", "stage", "phase", "line", "cause", "fix", "wall_s",
           "report", "why", "key", "exit_code", "gpu", "host", "worker")
 VERDICTS = {"ok": "ok", "at_risk": "at_risk", "timeout": "timeout", "crash": "crash", "wrong": "wrong",
             "tampered": "crash"}
 _MARKUP = re.compile(r"\[/?[a-z ]*\]")
+
+
+@dataclass(frozen=True)
+class Row:
+    """One submission's row. Its fields in the order its JSON has its keys: FIELDS (every row has each), then the
+    keys a row has only when something said them (its session, its task): absent, they are None and not written."""
+    file: str | None = None
+    leaderboard: str | None = None
+    problem: str | None = None
+    status: str | None = None
+    cause_class: str | None = None          # its JSON key is "class" (classes.py)
+    stage: str | None = None
+    phase: str | None = None
+    line: int | None = None
+    cause: str | None = None
+    fix: str | None = None
+    wall_s: float | None = None
+    report: str | None = None
+    why: str | None = None
+    key: str | None = None
+    exit_code: int | None = None
+    gpu: str | None = None
+    host: str | None = None
+    worker: str | None = None
+    tried: tuple[str, ...] | None = None              # from the session: what the run tried beyond its walls
+    isolation_missing: tuple[str, ...] | None = None  # and the walls this machine lacked
+    session_sha256: str | None = None                 # the files as the task read them (ledger.py)
+    report_sha256: str | None = None                  # None beside a session digest: report.md was unreadable
+    started_at: float | None = None                   # from the task (overhead.py)
+    ended_at: float | None = None
+    command_s: float | None = None
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Row:
+        """The one way a row is made. A key it lacks (a ledger line from before that key) is None, as `row.get`
+        read it; a key it does not know (the line's `sig`) is left out, as every reader ignored it."""
+        got = {f.name: d.get(_KEYS.get(f.name, f.name)) for f in fields(cls)}
+        for name in ("tried", "isolation_missing"):
+            if isinstance(got[name], list):
+                got[name] = tuple(got[name])
+        return cls(**got)
+
+    def to_dict(self) -> dict:
+        """The row's JSON, key for key and in the order this module always wrote it."""
+        out = {}
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name in FIELD_NAMES or v is not None or getattr(self, _WITH.get(f.name, f.name)) is not None:
+                out[_KEYS.get(f.name, f.name)] = list(v) if isinstance(v, tuple) else v
+        return out
+
+
+_KEYS = {"cause_class": "class"}          # a field whose JSON key is a Python keyword
+FIELD_NAMES = frozenset({"cause_class"} | set(FIELDS) - {"class"})
+_WITH = {"report_sha256": "session_sha256"}   # written whenever the key it goes with is, even as null
 
 
 def _last_line(text: str) -> str:
@@ -48,7 +107,7 @@ def _session(item: dict, since: float | None) -> tuple[dict | None, dict]:
 
 
 def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wall: float, killed_at: float | None,
-           gpu: str | None = None, host: str | None = None, since: float | None = None) -> dict:
+           gpu: str | None = None, host: str | None = None, since: float | None = None) -> Row:
     s, digests = _session(item, since)
     row = dict.fromkeys(FIELDS)
     row.update(file=item["shown"], key=item["key"], exit_code=code, wall_s=round(wall, 1), gpu=gpu, host=host,
@@ -84,9 +143,9 @@ def row_of(item: dict, settings: dict, code: int | None, out: str, err: str, wal
     elif s is None or code in (70, 130, 143) or code is None or code < 0:
         row.update(status="inconclusive", why=row.get("why") or _last_line(err) or _last_line(out) or
                    f"the command ended with exit code {code} and wrote no session")
-    row["class"] = cause_class(row, s)
     row.update(digests)          # bookkeeping, after FIELDS: never in the tables
-    return row
+    made = Row.from_dict(row)
+    return replace(made, cause_class=class_of(made, s))
 
 
 def _first_sentence(text: str) -> str:
@@ -96,8 +155,6 @@ def _first_sentence(text: str) -> str:
     return clip(m.group(1) if m else text, 400)
 
 
-def lost_row(item: dict, why: str) -> dict:
-    row = dict.fromkeys(FIELDS)
-    row.update(file=item["shown"], key=item["key"], status="lost", why=clip(why, 300))
-    row["class"] = cause_class(row, None)
-    return row
+def lost_row(item: dict, why: str) -> Row:
+    row = Row.from_dict({"file": item["shown"], "key": item["key"], "status": "lost", "why": clip(why, 300)})
+    return replace(row, cause_class=class_of(row, None))

@@ -13,8 +13,9 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
-from diagnose.triage.rows import row_of
+from diagnose.triage.rows import Row, row_of
 
 MARGIN_S = 120.0
 STAGES = 3                   # test, benchmark, leaderboard: each after its own compile step
@@ -41,7 +42,7 @@ def _worker_gpu(settings: dict, name: str | None) -> str | None:
     return gpus[int(name) % len(gpus)] if gpus and name and name.isdigit() else None
 
 
-def triage_one(item: dict, settings: dict) -> dict:
+def triage_one(item: dict, settings: dict) -> Row:
     """item: inputs.py's (its argv from the triage's folder, and with whole paths); settings: {gpus, limit_s}.
     The row, whatever the command did."""
     began = time.time()
@@ -74,5 +75,4 @@ def triage_one(item: dict, settings: dict) -> dict:
     row = row_of(item, settings, proc.returncode, out or "", err or "", wall, limit if killed else None,
                  gpu=gpu, host=os.uname().nodename, since=began - 1.0)   # 1 s: a coarse mtime is still this one's
     # for triage/overhead.py: the command's own seconds unrounded (wall_s is to 0.1 s, coarser than the wrapping)
-    row.update(worker=worker, started_at=began, ended_at=time.time(), command_s=wall)
-    return row
+    return replace(row, worker=worker, started_at=began, ended_at=time.time(), command_s=wall)
