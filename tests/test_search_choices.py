@@ -176,7 +176,7 @@ def test_candidates_timed_in_pool_workers_belong_to_the_search_that_waits_for_th
 # fixture -> (the search as the probe names it, where the pin goes, what the pinned file holds)
 CASES = {
     "static_tuple": ("the search in config()", "config()'s return", "return _PINNED_L"),
-    "namespace_sorted": ("the search in _tune()'s genexpr", "_TUNED's 5 attributes", "_TUNED.m64_k256 = "),
+    "namespace_sorted": ("the search in _tune()'s genexpr", "_TUNED's 3 attributes", "_TUNED.m64_k256 = "),
     "environ_choice": ("the search in _tune()", "os.environ", "os.environ.update({'DUAL_GEMM_CHUNK_64x256': '"),
     "weak_plans": ("the search in _tune()", "_ALL, _PLANS", "_PLANS.update({(64, 256): _pinned_object(Plan, {"),
     "pool_search": ("the search in custom_kernel()", "_BEST", "_BEST.update({"),
@@ -197,7 +197,7 @@ def test_each_style_of_choice_is_named_and_pinned_per_shape_where_the_code_reads
     probe = next(p for p in s["probes"] if p["name"] == "search")
     assert probe["state"] == "run" and named in probe["why"] and "candidates (time.perf_counter)" in probe["why"], \
         probe["why"]
-    assert s["fix"] and s["fix"]["toggle"].startswith(f"search results pinned in {place} (5 shapes, +"), s["fix"]
+    assert s["fix"] and s["fix"]["toggle"].startswith(f"search results pinned in {place} (3 shapes, +"), s["fix"]
     fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
     assert fix["outcome"] == "ok" and written in fix["variant"], fix["variant"][-1500:]
     # the pin took: its run timed no candidates at any first call

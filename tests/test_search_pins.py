@@ -49,7 +49,7 @@ def test_each_keeping_style_and_clock_ends_in_a_verified_pin_of_what_the_search_
     s = _diagnose(tmp_path, name)
     probe = next(p for p in s["probes"] if p["name"] == "search")
     assert clock in probe["why"] and probe["state"] == "run", probe["why"]
-    assert s["fix"] and s["fix"]["toggle"].startswith(f"search results pinned in {place} (5 shapes, +"), s["fix"]
+    assert s["fix"] and s["fix"]["toggle"].startswith(f"search results pinned in {place} (3 shapes, +"), s["fix"]
     assert "calls" not in s["fix"]["toggle"]          # never the counter beside the search
     fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
     assert fix["outcome"] == "ok"

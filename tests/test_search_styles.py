@@ -49,8 +49,8 @@ def test_a_search_in_any_style_is_found_from_the_run_and_pinned_where_the_code_r
     assert top["suspects"] == ["search"] and top["changes_outcome"] and "fixes it" in top["narrative"], top
     # its whole cost: every shape the tuning run searched, and the baseline's first calls up to the deadline
     assert "first call(s) took" in top["narrative"] and "spent" in top["narrative"] and \
-        "on its 5 shapes" in top["narrative"], top["narrative"]
-    assert s["fix"]["toggle"].startswith(f"search results pinned in {place} (5 shapes, +"), s["fix"]["toggle"]
+        "on its 3 shapes" in top["narrative"], top["narrative"]
+    assert s["fix"]["toggle"].startswith(f"search results pinned in {place} (3 shapes, +"), s["fix"]["toggle"]
     fix = next(r for r in s["runs"] if r["id"] == s["fix"]["run"])
     assert fix["outcome"] == "ok" and written in fix["variant"], fix["variant"][-800:]
     assert not [e for st in fix["stages"] for e in st["probe_facts"].get("search", []) if e.get("searches")]
