@@ -159,7 +159,7 @@ def check(
     signum = code - 128 if code else None
     lines, word = check_lines(prep.session, static_risks(prep.session.scan), prep.session.submission["path"],
                               prep.settings.gpu, quiet=quiet, errors=eng.errors,
-                              stopped=signal.Signals(signum).name if signum else None)
+                              stopped=signal.Signals(signum).name if signum else None, cl=cl)
     for line in lines:
         out.print(line)
     say_failed(prep.session, failed, cl)

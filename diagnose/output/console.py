@@ -187,7 +187,7 @@ def _judged(session: Session, risky: bool, over: list, tight: list, gpu: bool, w
 
 
 def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, quiet: bool = False,
-                stopped: str | None = None, errors: list[str] = ()) -> tuple[list, Word]:
+                stopped: str | None = None, errors: list[str] = (), cl: list | None = None) -> tuple[list, Word]:
     """The `check` table and its one word. Only a run that ended on its own result is judged: one a signal
     (`stopped`: its name) ended is INTERRUPTED, one a bug of ours or anything else cut short is INCONCLUSIVE;
     either lists the stages that finished and those that never did. A failed stage FAILS. A pass is AT RISK
@@ -211,18 +211,18 @@ def check_lines(session: Session, risks: list[dict], sub_path: str, gpu: bool, q
     else:
         word, label = _judged(session, any(r["severity"] == "error" for r in risks), over, tight, gpu, waiting)
         lines += _notes(word, over, tight, wide, gpu, session.harness.get("cpu_cap_s")) + \
-            _top_statement(session, word)
+            _top_statement(session, word, cl)
     color = {Word.SAFE: "green", Word.PASSED_ON_CPU: "green", Word.AT_RISK: "red", Word.FAILS: "red"}
     lines.append(f"[bold {color.get(word, 'yellow')}]{word}[/] {escape(label)}")
     return (lines[-1:] if quiet else lines), word
 
 
-def _top_statement(session: Session, word: Word) -> list[str]:
+def _top_statement(session: Session, word: Word, cl: list | None = None) -> list[str]:
     """A failure's top statement, as the report gives it: for a check (no probe ran), the failure, where it
     happened and that its cause was not looked for, with the `diagnose run` command that would look."""
     if word != Word.FAILS:
         return []
-    cl = claims.derive(session)
+    cl = claims.derive(session) if cl is None else cl     # the engine's settled claims where the CLI has them
     top = next(iter(claims.by_kind(cl, "cause")), None) or claims.one(cl, claims.NOT_LOOKED_KEY)
     return [escape(top.text if top.text.endswith(".") else top.text + ".")] if top else []
 
