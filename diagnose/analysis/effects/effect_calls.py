@@ -33,7 +33,7 @@ def compile_effect(base: Run, run: Run, keys: set[str], counts: list) -> Effect:
     return Effect(True, b != v or any(nv < nb for _, nb, nv in n), what)
 
 
-def _stage_sum(run: Run, names: set[str], records) -> tuple[float, int]:
+def stage_sum(run: Run, names: set[str], records) -> tuple[float, int]:
     """Seconds and count of a probe's records (its `records(step)`, read from its facts) in the named stages (the
     stages both runs ran)."""
     recs = [x for st in run.stages if st.name in names for x in records(st) or []]
@@ -44,14 +44,14 @@ def library_effect(base: Run, run: Run, records, what: str) -> Effect:
     """What a library spent (autotune, helion, a probe's records) in the stages both runs ran: a toggle that pins
     or moves it takes most of those seconds away."""
     names = {b.name for b, _ in stages_both(base, run)}
-    sb, nb = _stage_sum(base, names, records)
-    sv, nv = _stage_sum(run, names, records)
+    sb, nb = stage_sum(base, names, records)
+    sv, nv = stage_sum(run, names, records)
     if not nb:
         return Effect(False, False, f"{base.id} recorded no {what}")
     said = f"{what}: {nb} record(s), {sb:.1f} s in {base.id}; {nv}, {sv:.1f} s in {run.id}"
     if nv == 0 or sb - sv > max(0.25, sb / 2):
         return Effect(True, True, said)
-    part = _less_each(base, run, names, records)
+    part = _less_each(base, run, names, records, (sb, nb, sv, nv))
     # both runs cut off by a deadline spend about the same seconds: the work each record (or each call) does, not
     # the sum, says whether the edit changed it; less of it each time is neither "unchanged" nor "taken away"
     return Effect(True, None, f"{said}; {part}", partly=True) if part else Effect(True, False, said)
@@ -60,13 +60,18 @@ def library_effect(base: Run, run: Run, records, what: str) -> Effect:
 PART = 0.25     # the work per record, or the records per call, fell by at least this share: part of it is gone
 
 
-def _less_each(base: Run, run: Run, names: set[str], records) -> str | None:
+def less_per_record(sb: float, nb: int, sv: float, nv: int) -> bool:
+    """Did each of the run's records (nv of them, sv seconds) take a share less time than the baseline's (nb, sb)?"""
+    return bool(nb and nv and sb > 0 and sv / nv <= (1 - PART) * sb / nb)
+
+
+def _less_each(base: Run, run: Run, names: set[str], records, sums: tuple) -> str | None:
     """Where the run's records each took a share less time, or came a share less often per call (the records'
-    `calls`: the library's calls so far in that process), than the baseline's: that, in numbers; else None."""
-    sb, nb = _stage_sum(base, names, records)
-    sv, nv = _stage_sum(run, names, records)
+    `calls`: the library's calls so far in that process), than the baseline's: that, in numbers; else None.
+    `sums`: both runs' seconds and counts of those records in those stages, as library_effect summed them."""
+    sb, nb, sv, nv = sums
     said = []
-    if nb and nv and sb > 0 and sv / nv <= (1 - PART) * sb / nb:
+    if less_per_record(sb, nb, sv, nv):
         said.append(f"{sv / nv:.2f} s a record in {run.id}, {sb / nb:.2f} s in {base.id}")
     cb, cv = _calls(base, names, records), _calls(run, names, records)
     if cb and cv and nv / cv <= (1 - PART) * nb / cb:
@@ -87,7 +92,7 @@ def switch_effect(base: Run, run: Run, saves: list) -> Effect:
 
     def cost(r: Run) -> float:
         return sum((c.get("duration_us") or 0) / 1e6 for st in r.stages if st.name in names for c in st.compile) + \
-            sum(_stage_sum(r, names, records)[0] for records in saves)
+            sum(stage_sum(r, names, records)[0] for records in saves)
     b, v = cost(base), cost(run)
     if b <= 0.25:
         return Effect(None, None, f"{base.id} spent {b:.2f} s compiling and building: nothing a warm cache saves")

@@ -5,13 +5,13 @@ nothing fits the cause says what each edit removed and by how much (unfixed.py).
 """
 from __future__ import annotations
 
+from diagnose.analysis.effects.effect_calls import less_per_record, stage_sum
 from diagnose.analysis.effects.effects import effect
 from diagnose.analysis.verdict.comparison import compare, predicted_over
 from diagnose.session import Run, Session
 from diagnose.status import FAILURES, Compared
 from probes import door
 
-SHARE = 0.25        # the work per record fell by at least this share: part of it is gone
 JOINED = "together: "    # a probe's edits run as one variant: "together: A + B" (the bisector's fix of causes, too)
 
 
@@ -19,12 +19,6 @@ def _ended(run: Run, stage: str) -> int | None:
     """How many phases of the stage ended before the run stopped (None where the run has no such stage)."""
     st = run.stage(stage)
     return None if st is None else sum(1 for p in st.phases if not p.open)
-
-
-def _records(run: Run, stage: str, records) -> tuple[int, float]:
-    st = run.stage(stage)
-    recs = records(st) or [] if st is not None else []
-    return len(recs), sum(float(r.get("seconds") or 0.0) for r in recs)
 
 
 def further(base: Run, run: Run) -> str | None:
@@ -47,9 +41,9 @@ def per_record(base: Run, run: Run, probe: str) -> str | None:
     records = door.of(probe, "records")
     if st is None or records is None or door.info(probe).takes_away != "records":
         return None
-    nb, sb = _records(base, st.name, records)
-    nv, sv = _records(run, st.name, records)
-    if not nb or not nv or sb <= 0 or sv / nv > (1 - SHARE) * sb / nb:
+    sb, nb = stage_sum(base, {st.name}, records)
+    sv, nv = stage_sum(run, {st.name}, records)
+    if not less_per_record(sb, nb, sv, nv):
         return None
     words = door.value(probe, "RECORDS", "records")
     return (f"{words} took {sv / nv:.2f} s a record in {run.id} ({nv} records), {sb / nb:.2f} s in {base.id} "
