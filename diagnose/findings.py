@@ -82,6 +82,9 @@ class FixCost:
     steady_us: float | None
     per_case_us: dict
     delta_us: float | None
+    # the stages this alternative did not run because the fix was chosen before it (fix_choice.NOT_NEEDED): its
+    # steady state is measured, its pass of these stages is not
+    not_run: list[str] = field(default_factory=list)
 
 
 @dataclass

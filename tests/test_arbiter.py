@@ -41,6 +41,28 @@ def test_a_section_pauses_the_others_in_arrival_order():
     assert union_seconds([(0, 2), (1, 3), (5, 6)]) == 4
 
 
+def test_the_preferred_runs_request_is_granted_before_those_queued_ahead_of_it():
+    """The leading fix's run (engine/fix_order.py) is preferred: its sections go first, the rest in arrival order."""
+    arb, granted = GpuArbiter(), []
+    for name in ("r1/benchmark", "r2/benchmark", "r3/benchmark", "r2/leaderboard"):
+        arb.register(name, lambda on: None)
+    arb.prefer("r2")
+    arb.acquire("r1/benchmark", lambda: granted.append("r1"))       # the machine is free: granted at once
+    arb.acquire("r3/benchmark", lambda: granted.append("r3"))
+    arb.acquire("r2/benchmark", lambda: granted.append("r2"))       # asked last, served next
+    arb.release("r1/benchmark")
+    arb.release("r2/benchmark")
+    arb.release("r3/benchmark")
+    assert granted == ["r1", "r2", "r3"]
+    arb.prefer("r9")        # another run leads now: r2 waits its turn like the others
+    arb.acquire("r1/benchmark", lambda: granted.append("r1 again"))
+    arb.acquire("r3/benchmark", lambda: granted.append("r3 again"))
+    arb.acquire("r2/leaderboard", lambda: granted.append("r2 again"))
+    arb.release("r1/benchmark")
+    arb.release("r3/benchmark")
+    assert granted[3:] == ["r1 again", "r3 again", "r2 again"]
+
+
 def test_the_time_a_stage_was_held_up_counts_a_pause_inside_a_wait_once_and_no_overrun():
     """As an H100 recompile storm recorded it: paused while queued (the same 15 s twice), then its own timing
     section outlived its hold (an overrun). Held up 15 s, not 30: the report's 'queued' and its charge agree."""

@@ -9,7 +9,7 @@ from diagnose.analysis.audit.audit import RULES, audit
 from diagnose.analysis.causes import bisector
 from diagnose.analysis.verdict import summary
 from diagnose.findings import Cause, Cleared
-from diagnose.session import Role
+from diagnose.session import Role, StageResult
 from diagnose.status import Confidence, Status
 from tests.builders import run, session
 from tests.conftest import cli
@@ -87,6 +87,15 @@ def _broken():
     cost = next(c for c in s.fix.costs if c.steady_us is not None and c.run != s.fix.run)
     s.run(cost.run).stages = [st for st in s.run(cost.run).stages if st.name != "benchmark"]
     out.append(("cost-measured", s))
+
+    s = interaction_session()     # an alternative said not run though, ten times faster, the choice would reach it
+    from diagnose.analysis.causes.fix_choice import NOT_NEEDED
+    alt = next(c for c in s.fix.costs if c.steady_us is not None and c.run != s.fix.run)
+    s.run(alt.run).stages.append(StageResult("leaderboard", Status.SKIPPED, message=NOT_NEEDED))
+    alt.not_run = ["leaderboard"]
+    for timing in s.run(alt.run).stage("benchmark").timing.values():
+        timing["per_call_s"] = [x / 10 for x in timing["per_call_s"]]
+    out.append(("chosen-before", s))
 
     s = interaction_session()     # the capture's own toggle crashed as the baseline did: nothing got past it
     s.runs[1] = run("r1", "graph_capture", "capture off", outcome="crash", fail_at="test")

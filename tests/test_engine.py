@@ -284,11 +284,65 @@ def test_an_identical_variant_decides_with_its_prior_not_after_its_last_stage(mo
     assert any("identical variant" in r.note for r in s.runs)
     order = [(j["role"], j["toggle"], j["stages"][0]) for j in runner.jobs]
     first_combo = next(i for i, (role, _, _) in enumerate(order) if role == "combination")
-    # one variant under two labels is measured once, under the first (the probe's order)
-    last_costing = max(i for i, (_, toggle, st) in enumerate(order)
-                       if toggle in ("mode=max-autotune-no-cudagraphs", "same mode, no CUDA graphs")
-                       and st == "leaderboard")
+    # one variant under two labels is measured once, under the first (the probe's order); the combinations do not
+    # wait for the fix costing to end (the leaderboards run only where the choice of fix reaches them:
+    # engine/fix_order.py, so the last costing stage may be any variant's)
+    last_costing = max(i for i, (role, _, st) in enumerate(order)
+                       if role == "single" and st in ("benchmark", "leaderboard"))
     assert first_combo < last_costing, order
+
+
+def _fixes_script(us: dict, lb_fails: tuple = ()):
+    """STORM's recompiles time the test stage out; the toggles in `us` pass every stage at that steady state (µs
+    per call), except the leaderboard of those in `lb_fails`, which times out."""
+    records = [{"compile_id": "0/0", "phase": "first_call:a"},
+               {"compile_id": "0/1", "phase": "first_call:b", "recompile_reason": "size mismatch at index 0"}]
+
+    def script(run):
+        if run.toggle in us and run.role == Role.SINGLE:
+            per = {"256x4096x7168": us[run.toggle]}
+            lb = stage("leaderboard", "timeout", wall=60.0, budget=60.0, phase="check:256x4096x7168") \
+                if run.toggle in lb_fails else ok("leaderboard")
+            return [ok("compile"), ok("test"), stage("benchmark", wall=10.0, budget=60.0, per_call_us=per), lb]
+        return [ok("compile"), stage("test", "timeout", wall=60.0, budget=60.0, phase="first_call:a", compile=records),
+                StageResult("benchmark", Status.SKIPPED), StageResult("leaderboard", Status.SKIPPED)]
+    return script
+
+
+def test_only_the_variant_the_choice_reaches_runs_the_stages_after_its_steady_state():
+    """Three toggles each fix the timeout. Each runs its benchmark (its steady state is its cost, and the fix is
+    chosen by it); the leaderboard, which only shows that the chosen one fits its budget, runs for the leading one
+    first, at a priority of its own, and not at all for an alternative the choice never reaches: that one's cost
+    is still given, with the stage it did not run, and the audit re-derives that it could not change the choice."""
+    from diagnose.analysis.audit.audit import audit
+    from diagnose.analysis.causes.fix_choice import NOT_NEEDED
+    us = {"compile off": 50.0, "dynamic=True": 40.0, "mode=max-autotune-no-cudagraphs": 45.0}
+    src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
+    s, runner = diagnose(src, _fixes_script(us), jobs=1, probes=["compile_mode", "recompile"])
+    assert s.fix.toggle == "dynamic=True" and s.fix.steady_us == 40.0
+    lbs = [j["toggle"] for j in runner.jobs if j["stages"] == ["leaderboard"]]
+    assert "compile off" not in lbs and "dynamic=True" in lbs, lbs
+    # a leading fix's stage asks for its timing sections first (runner/arbiter.py); an alternative's never does
+    assert {j["toggle"] for j in runner.jobs if j["lead"]} <= {"dynamic=True", "mode=max-autotune-no-cudagraphs"}
+    assert next(j for j in runner.jobs if j["toggle"] == "dynamic=True" and j["stages"] == ["leaderboard"])["lead"]
+    off = next(r for r in s.runs if r.toggle == "compile off")
+    assert off.stage("leaderboard").status == Status.SKIPPED and off.stage("leaderboard").message == NOT_NEEDED
+    costs = {c.toggle: c for c in s.fix.costs}
+    assert costs["compile off"].not_run == ["leaderboard"] and costs["compile off"].steady_us == 50.0
+    assert costs["dynamic=True"].not_run == [] and s.complete
+    assert audit(s) == []
+
+
+def test_where_the_leading_fix_fails_a_later_stage_the_next_one_runs_it():
+    """The fastest fix times out in its leaderboard: the choice moves to the next, whose parked leaderboard then
+    runs, and that one is the fix."""
+    us = {"compile off": 50.0, "dynamic=True": 40.0, "mode=max-autotune-no-cudagraphs": 45.0}
+    src = STORM.replace("dynamic=False", 'mode="max-autotune", dynamic=False')
+    s, runner = diagnose(src, _fixes_script(us, lb_fails=("dynamic=True",)), jobs=1,
+                         probes=["compile_mode", "recompile"])
+    assert s.fix.toggle == "mode=max-autotune-no-cudagraphs", s.fix
+    lbs = [j["toggle"] for j in runner.jobs if j["stages"] == ["leaderboard"]]
+    assert lbs.index("dynamic=True") < lbs.index("mode=max-autotune-no-cudagraphs") and "compile off" not in lbs
 
 
 # What a crashing Round 9 run records of the suspects its toggles take away (analysis/effects/effects.py measures them):

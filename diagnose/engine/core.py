@@ -8,9 +8,12 @@ scheduled a stage at a time, so that the verdict comes first:
   priority 2  the bisector's combination runs: with every suspect out, and the one the source calls likely,
               beside the baseline where the source gives two removers (else with the late toggles); the
               rest as the search asks
-  priority 3  the later stages of variants that got past the failure: verifying a fix, timing it (while the
+  priority 3  the leading fix's stages past the failure (engine/fix_order.py): the variant the choice of fix
+              takes, whose stages the full report waits for; never kept off a worker
+  priority 4  the later stages of the other variants that got past the failure: timing them (while the
               baseline runs, any stage it has not reached; released when it ends, and kept off half the
-              workers until the causes stand), and the toggles that decide no cause (the warm container)
+              workers until the causes stand; past their steady state, parked until the choice reaches them),
+              and the toggles that decide no cause (the warm container)
 
 No file is written here: the observer's on_change hears the session whenever it changed (the CLI saves it),
 so a failure or an interrupt halfway loses nothing that had finished.
@@ -47,6 +50,7 @@ class Engine:
         observer = observer or Observer()
         self.pool = RunPool(session, sub.source, settings, runner, stop=stop, on_save=lambda s: self.concl.changed(),
                             on_run_done=observer.on_run_done, on_stage=observer.on_stage)
+        self.pool.order.active = True      # the leading fix's stages first, the alternatives' where the choice reaches
         self.planner = Planner(self.pool, sub, scan(sub.source, sub.tree))
         self.concl = Conclusions(self.pool, observer)
         self.late: dict = {}        # the probes' plans from the baseline's evidence (and a tuning run's)
@@ -93,6 +97,7 @@ class Engine:
         except Exception:  # noqa: BLE001 - a bug of ours: keep what finished, say so, conclude on it
             return self._salvage()
         finally:
+            self.pool.drop_parked("not run: the diagnosis ended first")    # a stop or a bug of ours ended it early
             self.pool.close()
 
     def _script(self) -> Session:
@@ -135,8 +140,12 @@ class Engine:
                 todo = fix_choice.doubtful_evidence(s)
                 if not todo or pool.stop.is_set():
                     break
-                concl.confirm(todo)
+                concl.confirm([r for r in todo if not pool.order.holds(r.id)])
                 concl.conclude()
+        # a confirmation that took the leading fix's pass away moves the choice on: the next one's stages run first
+        pool.wait_all()
+        pool.drop_parked()
+        concl.conclude()
         s.complete = not pool.stop.is_set()
         return concl.finish()
 

@@ -7,15 +7,16 @@ import hashlib
 import itertools
 import threading
 
-from diagnose.engine.run_state import BASELINE, COMBINATION, LATER, MOOT, SINGLE, RunState, job_for
+from diagnose.analysis.causes.fix_choice import NOT_NEEDED
+from diagnose.engine.fix_order import FixOrder
+from diagnose.engine.run_state import LATER, LEAD, MOOT, RunState, job_for, priority
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
 from diagnose.runs.settings import Settings
-from diagnose.session import Role, Run, Session
+from diagnose.session import Role, Run, Session, StageResult
 from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
 from probes.base import WARM
-from probes.door import deciding
 
 
 class RunPool:
@@ -44,11 +45,12 @@ class RunPool:
         self._changed = threading.Condition(self.lock)
         self.sched: Scheduler | None = None
         self.base_device: threading.Event | None = None     # see run_state.job_for
+        self.order = FixOrder(session, settings)            # the leading fix first, the alternatives parked
 
     # -- the pool's life -------------------------------------------------------------------------------
     def open(self, reserve: int = 0) -> None:
         """Start the workers; `reserve` of them are kept from fix costing until `set_reserve(0)`."""
-        self.sched = Scheduler(self.settings.jobs, self.stop)
+        self.sched = Scheduler(self.settings.jobs, self.stop, background=LATER)
         self.sched.set_reserve(reserve)
 
     def set_reserve(self, n: int) -> None:
@@ -112,7 +114,7 @@ class RunPool:
         return run
 
     def _mirror(self, run: Run, prior: Run) -> None:
-        self.wait(prior)
+        self.wait(prior, parked=False)
         with self.lock:
             run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
             self._states[run.id].done.set()
@@ -122,28 +124,13 @@ class RunPool:
         self.save()
 
     def _priority(self, st: RunState, stage: str) -> int:
-        role = st.run.role
-        if role in (Role.BASELINE, Role.CONFIRM, Role.REFERENCE, Role.TUNING):
-            return BASELINE
-        if role == Role.COMBINATION:
-            return COMBINATION
-        if role == Role.SINGLE and not deciding(st.run.probe):
-            return LATER       # it informs the report, never the causes: the deciding runs go first
-        base = self.session.baseline
-        failed = base.failed_stage if base is not None else None
-        if failed is not None:     # past the baseline's failure a stage only verifies and costs a fix
-            return SINGLE if self.settings.index(stage) <= self.settings.index(failed.name) else LATER
-        if base is not None and not self._all_launched.is_set():
-            # Before every toggle is launched (until just after the baseline ends): a stage the baseline has not
-            # reached would only cost a fix if the baseline fails before it, and taking a worker then delays
-            # the verdict and the causes (on Round 9 five fix-costing benchmark stages held workers the late
-            # toggles needed). Held, it is promoted as the baseline reaches that stage.
-            reached = sum(1 for x in base.stages if x.status != Status.SKIPPED)
-            return SINGLE if self.settings.index(stage) <= reached else LATER
-        return SINGLE
+        return priority(st, stage, self.session, self.settings, self._all_launched.is_set(), self.order.leads)
 
     def _advance(self, st: RunState) -> None:
-        """Queue the run's next stage, or mark it done."""
+        """Queue the run's next stage, or mark it done (a parked one the choice now reaches goes first: before this
+        run's end is told, so that whoever waits for every run sees it pending)."""
+        for parked, job in self.order.due():
+            self._submit(parked, job, self._priority(parked, job.stages[0]))
         run = st.run
         ended = any(s.status in ENDS_RUN for s in run.stages)
         if self.moot.is_set() and not ended and st.next < len(st.stages) and run.role != Role.BASELINE:
@@ -189,7 +176,10 @@ class RunPool:
         if run.role == Role.BASELINE and self.settings.gpu and self.base_device is None:
             self.base_device = threading.Event()     # see run_state.job_for
         job = job_for(st, stage, self.settings.solo_stages, self.base_device)
+        if self.order.parks(run, stage, st.full):
+            return self.order.park(st, job)
         prio = self._priority(st, stage)
+        job.lead = prio == LEAD
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
                 self._held.append((st, job))   # verdict first: these wait for the last toggles' launch
@@ -252,11 +242,14 @@ class RunPool:
             self.on_stage(run)
 
     # -- waiting on what has decided -------------------------------------------------------------------
-    def wait(self, run: Run) -> bool:
-        """Until the run has ended; False when the diagnosis was stopped first."""
+    def wait(self, run: Run, parked: bool = True) -> bool:
+        """Until the run has ended, or (`parked`) has every stage the choice of fix needs of it; False when the
+        diagnosis was stopped first."""
         while not self._states[run.id].done.wait(0.2):
             if self.stop.is_set():
                 return False
+            if parked and self.order.holds(run.id):
+                return True
         return True
 
     def wait_for(self, predicate) -> bool:
@@ -275,7 +268,19 @@ class RunPool:
         return self._states[run.id].done.is_set()
 
     def all_done(self) -> bool:
-        return all(st.done.is_set() for st in self._states.values())
+        """Every run ended, or parked until the choice of fix reaches it (drop_parked ends those), or the identical
+        variant of a parked one."""
+        return all(st.done.is_set() or self.order.holds(st.prior or i) for i, st in self._states.items())
+
+    def drop_parked(self, why: str = NOT_NEEDED) -> None:
+        """The alternatives the choice of fix never reached: their parked stages end as not run, and `why`."""
+        for st, job in self.order.drop():
+            first = st.stages.index(job.stages[0])
+            st.run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=self.settings.budgets.get(n, 0.0),
+                                          message=why) for n in st.stages[first:]]
+            st.run.settle()
+            st.next = len(st.stages)
+            self._advance(st)
 
     def planned(self, run: Run) -> list[str]:
         """The stages the run was launched with."""

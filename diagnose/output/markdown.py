@@ -193,6 +193,8 @@ def _fix(s: Session, cl: list[Claim]) -> list[str]:
     for c in f.costs:
         vs = "n/a" if c.delta_us is None else "this fix" if c.run == f.run else \
             f"{round(c.delta_us, 1) + 0.0:+.1f} µs per call"
+        # an alternative the choice never reached: measured, but not shown to pass the stages it did not run
+        vs += f" ({', '.join(c.not_run)} not run: chosen after this fix)" if c.not_run else ""
         costs.append(f"| {c.probe}: {c.toggle} | {_s(c.steady_us, '', 1)} | {vs} |")
     return out + md_public.details("the steady-state cost of every working fix", costs)
 

@@ -21,7 +21,6 @@ Rules (the ids are stable: they are what a finding is reported under):
   prediction-range a verdict of OK or AT RISK never rests on a predicted time whose 95 % range crosses the
                    budget
   figure-budget    on a GPU, a stage that passed shows no time over its budget
-  cost-measured    a fix's steady-state cost comes from timed benchmark cases of its own run
   cause-fixes      a cause that changes the outcome has, for each of its suspects, a run with that suspect
                    taken away that got past the failure; "fixes it" needs one that passed every stage the
                    baseline ran. Runs that all failed support no such cause
@@ -41,12 +40,14 @@ Rules (the ids are stable: they are what a finding is reported under):
   cleared-effect, fix-credit, one-suspect, fix-margin: what each toggle changed (audit_effects.py); edit-parts: a
   count edit that also took away a call is credited as the runs that took the two apart show (audit_parts.py);
   not-present, cannot-pin, cut-off, mechanism-seen: what a sentence says is not there, or what cut work off, is
-  what the records show (audit_negative.py). Each finding names the claim (claims.py) it is about by its key.
+  what the records show (audit_negative.py); cost-measured, chosen-before: the fix's alternatives
+  (audit_costs.py). Each finding names the claim (claims.py) it is about by its key.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from diagnose.analysis.audit.audit_costs import RULES as COST_RULES, costs
 from diagnose.analysis.audit.audit_effects import RULES as EFFECT_RULES, effects
 from diagnose.analysis.audit.audit_negative import RULES as NEGATIVE_RULES, negatives
 from diagnose.analysis.audit.audit_parts import RULES as PART_RULES, parts
@@ -61,9 +62,9 @@ from diagnose.status import FAILURES, NO_EVIDENCE, Compared, Status
 
 RULES = ("verdict-runs", "ok-finished", "claim-runs", "cleared-acted", "cleared-blamed", "cleared-site",
          "high-confirmed", "fix-passes", "fix-cause", "cpu-not-judged", "prediction-range",
-         "figure-budget", "cost-measured", "cause-fixes", "cause-interaction", "cause-all-failed",
+         "figure-budget", "cause-fixes", "cause-interaction", "cause-all-failed",
          "cause-unchanged", "cleared-same", "figure-equal", "outside-state", "reached-submission", "lost-worker",
-         "no-probe-claims", "untaken", "timing-solo") + EFFECT_RULES + PART_RULES + NEGATIVE_RULES
+         "no-probe-claims", "untaken", "timing-solo") + EFFECT_RULES + PART_RULES + NEGATIVE_RULES + COST_RULES
 UNCHANGED = ("the strategies tried did not fix it", "no probe toggle and no combination")   # the older wording too
 
 
@@ -199,13 +200,6 @@ def _figures(s: Session) -> list[Finding]:
             for st in base.stages if st.status == Status.OK and st.budget_s and st.seconds > st.budget_s]
 
 
-def _costs(s: Session) -> list[Finding]:
-    if s.fix is None:
-        return []
-    return [Finding("cost-measured", f"cost of {c.probe}: {c.toggle}", f"{c.run} timed no benchmark case")
-            for c in s.fix.costs if c.steady_us is not None and not (s.run(c.run) and steady_us(s.run(c.run)))]
-
-
 def _removes(r: Run, probe: str) -> bool:
     single = r.role in (Role.SINGLE, Role.CONFIRM)     # a toggle's solo rerun decides it on a CPU (evidence.decider)
     return (single and r.probe == probe) or (r.role == Role.COMBINATION and probe in r.removed)
@@ -285,8 +279,8 @@ def audit(s: Session, claims: list[Claim] | None = None) -> list[Finding]:
     """Every statement of the session that its runs cannot bear."""
     claims = derive(s) if claims is None else claims
     return (_verdict(s) + _claims(s, claims) + _cleared(s) + _fix(s) + _cpu(s) + _predictions(s) + _figures(s) +
-            _costs(s) + _causes(s) + _cleared_same(s) + _fix_figures(s) +
-            [Finding(*f) for f in outside(s) + unreached(s, claims) + lost_workers(s, claims) + effects(s)
+            _causes(s) + _cleared_same(s) + _fix_figures(s) +
+            [Finding(*f) for f in outside(s) + unreached(s, claims) + lost_workers(s, claims) + effects(s) + costs(s)
              + no_probe_claims(s, claims) + untaken(s) + parts(s) + timing_solo(s, claims) + negatives(s, claims)])
 
 

@@ -147,8 +147,10 @@ def derive(s: Session) -> list[Claim]:
                           "reached-submission", "no-probe-claims")))
         for c in s.fix.costs:
             us = "n/a" if c.steady_us is None else f"{c.steady_us:.1f} µs"
+            left = f"; {', '.join(c.not_run)} not run: the fix was chosen before it" if c.not_run else ""
             out.append(Claim(f"cost of {c.probe}: {c.toggle}", "cost", f"{c.probe}: {c.toggle}",
-                             f"steady state {us} per call", (c.run,), ("cost-measured", "figure-equal")))
+                             f"steady state {us} per call{left}", (c.run,),
+                             ("cost-measured", "figure-equal") + (("chosen-before",) if c.not_run else ())))
     return out
 
 

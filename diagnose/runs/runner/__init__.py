@@ -31,6 +31,7 @@ class Job:
     # baseline's job (`device_up`) sets as its first process has its CUDA context, or has ended.
     start_after: threading.Event | None = None
     device_up: threading.Event | None = None
+    lead: bool = False     # the leading fix's stage: its timing sections are granted first (runner/arbiter.py)
 
 
 def wait_to_start(job: Job, stop: threading.Event) -> bool:

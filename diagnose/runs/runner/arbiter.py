@@ -11,6 +11,10 @@ The parent, not the child, measures every wait and every pause, as intervals of 
 stage's deadline moves by exactly the time its child was kept waiting or paused, so the child cannot buy
 itself time by claiming it waited; the stage's phase times are corrected the same way.
 
+One run may be preferred (`prefer`): its requests are granted before those queued ahead of them. The engine
+prefers the leading fix's run, whose stages are what the full report waits for; the others' sections still come
+in their turn, one at a time.
+
 A section may hold the machine for at most `max_section_s`: a timing loop that recompiles on every
 call would otherwise keep every other run paused until its own deadline. Past the bound the others
 resume, the section goes on but is recorded as "overrun" (its timing was not alone), and the next
@@ -51,6 +55,11 @@ class GpuArbiter:
         self._retired: dict[str, _Owner] = {}   # owners that ended: their intervals are still asked for
         self._queue: collections.deque[_Request] = collections.deque()
         self._holder: _Request | None = None
+        self._preferred = ""                    # an owner prefix ("r2/") whose requests go first
+
+    def prefer(self, run_id: str) -> None:
+        with self._lock:
+            self._preferred = f"{run_id}/"
 
     # -- membership --------------------------------------------------------------------------------
     def register(self, owner: str, pause: Callable[[bool], None]) -> None:
@@ -122,7 +131,10 @@ class GpuArbiter:
         with self._lock:
             if self._holder is not None or not self._queue:
                 return
-            req = self._holder = self._queue.popleft()
+            first = next((r for r in self._queue if self._preferred and r.owner.startswith(self._preferred)), None)
+            if first is not None:
+                self._queue.remove(first)
+            req = self._holder = first or self._queue.popleft()
             now = time.time()
             me = self._owners.get(req.owner)
             if me is not None:

@@ -41,7 +41,8 @@ class ScriptedRunner:
             self.jobs.append({"run": run.id, "role": str(run.role), "toggle": run.toggle, "stages": list(job.stages),
                               "solo": job.solo, "beside": beside, "watch": list(job.watch),
                               "warm_from": job.warm_from, "nice": job.nice,
-                              "held_for_device": job.start_after is not None, "sets_device": job.device_up is not None})
+                              "held_for_device": job.start_after is not None, "sets_device": job.device_up is not None,
+                              "lead": job.lead})
         try:
             planned = {s.name: s for s in (self.script(run, job.source) if self.with_source else self.script(run))}
             for name in job.stages:

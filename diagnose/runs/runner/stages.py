@@ -167,6 +167,8 @@ class StageRunner:
         gpu = self._gpu_of[run.id]
         env = child_env(box, gpu)
         arbiter = self.arbiters.get(gpu)
+        if arbiter is not None and job.lead:
+            arbiter.prefer(run.id)
         try:
             for stage in job.stages:
                 if stop.is_set():
