@@ -179,7 +179,8 @@ class RunPool:
         if self.order.parks(run, stage, st.full):
             return self.order.park(st, job)
         prio = self._priority(st, stage)
-        job.lead = prio == LEAD
+        if prio == LEAD:      # the full report waits for it: its timing sections go first, it yields no CPU
+            job.lead, job.nice = True, 0
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
                 self._held.append((st, job))   # verdict first: these wait for the last toggles' launch

@@ -193,7 +193,9 @@ def main(parts: list[str]) -> None:
         if fix.exists() and part == "default":
             # The floor: no diagnosis that verifies its fix through every stage, as the harness runs
             # them, can end before one cold run of that fix would.
-            tf, _, _, _ = timed(["run", str(fix), "--probes", "none"])
+            tf, _, fout, _ = timed(["run", str(fix), "--probes", "none"])
+            # kept, to compare the fix's stages alone with the same stages inside the diagnosis
+            (Path(os.environ.get("OUT", ".")) / "fix-cold-session.json").write_text((fout / "session.json").read_text())
             res["fix_cold_run_s"] = round(tf, 1)
             res["diagnose_default_over_fix_cold"] = round(t / tf, 2)
     if "cold" in parts and runs:
