@@ -70,6 +70,17 @@ def install() -> None:
                         (process_tree.ProcessTree, "kill_all"), (process_tree.ProcessTree, "measure"),
                         (process_tree.ProcessTree, "_reap")):
         _wrap(owner, name, f"{owner.__name__}.{name}")
+    from diagnose.analysis.causes import bisector
+    from diagnose.engine import core
+    from diagnose.runs.runner import container
+    for owner, name in ((container.Container, "snapshot"), (container.Container, "place"),
+                        (planning.Planner, "join_doubts"), (planning.Planner, "within"),
+                        (planning.Planner, "verify_together"), (core.Engine, "_plan_late"),
+                        (conclusions.Conclusions, "changed")):
+        _wrap(owner, name, f"{owner.__name__}.{name}")
+    bisector.minimal_set = _traced_fn(bisector.minimal_set, "bisector.minimal_set")
+    for name in ("verify_stage", "predict_stage", "settle"):
+        setattr(stages, name, _traced_fn(getattr(stages, name), name))
     stages.build_stage = _traced_fn(stages.build_stage, "build_stage")
     stages.describe_process = _traced_fn(stages.describe_process, "describe_process")
 
