@@ -1,7 +1,8 @@
 """The README's first command, run as a newcomer runs it (from a folder holding `examples/`, no --out), prints what
 the README says it prints: each line of its sample block, in order, with `…` standing for what varies. The only
 other lines, and the only additions to a line, are those a busy machine makes: a warning that says so, and which
-solo rerun confirmed a time-based conclusion (or that none could).
+solo rerun confirmed a time-based conclusion (or that none could); where it shows one, the later runs' numbers (the
+sample's "(r8)") may be others, since its solo reruns took numbers before them.
 
 The real run is tests/test_layouts.py's venv under ~ (its test_the_readme_shows_what_its_first_command_prints, with
 this module's matching): that layout runs the README's command exactly, so one diagnosis serves both tests."""
