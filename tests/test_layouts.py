@@ -8,6 +8,10 @@ it: the warmup verdict, cause and fix must come back. Before the allow-list, a v
 The layouts: a venv under ~ (most users'), a venv under /tmp, pipx's and uv's tool venvs (their console script
 reached through a link in ~/.local/bin), a `--user` site, and a pyenv-style prefix under ~ reached through a link
 (as pyenv's version aliases are).
+
+The venv under ~ runs the README's first command exactly as a newcomer does (from a folder holding `examples/`,
+no --out), so that one run also shows the README's sample lines (tests/test_readme.py's matching): one diagnosis
+where two tests ran the same one.
 """
 from __future__ import annotations
 
@@ -23,6 +27,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES, ROOT
+from tests.test_readme import first_command, sample_lines, unmatched
 
 pytestmark = pytest.mark.e2e
 
@@ -89,18 +94,24 @@ LAYOUTS = ("venv_in_home", "venv_in_tmp", "pipx", "uv_tool", "user_site", "prefi
 
 
 def _diagnose(name: str, base: Path) -> tuple[str, subprocess.CompletedProcess, Path]:
-    home, out = base / name / "home", base / name / "out"
+    home, out, cwd = base / name / "home", base / name / "out", base / name / "cwd"
     home.mkdir(parents=True)
     tmp_root = Path(tempfile.mkdtemp(prefix=f"diagnose-layout-{name}-", dir="/tmp"))
     try:
         cmd = _layout(name, home, tmp_root)
-        # the README's command, once exactly; the other layouts with the warmup probe alone, which names the same
-        # cause and fix in a third of the runs
-        args = README_1 + ([] if name == "venv_in_home" else ["--probes", "warmup"])
+        # the README's command, once exactly, from a folder holding examples/ and with no --out, as the README runs
+        # it; the other layouts with the warmup probe alone, which names the same cause and fix in a third of the runs
+        if name == "venv_in_home":
+            shutil.copytree(EXAMPLES, cwd / "examples")
+            args = first_command()
+        else:
+            cwd.mkdir()
+            args = ["run", *README_1, "--probes", "warmup", "--out", str(out)]
         env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
         env.update(HOME=str(home), PATH=f"{home / '.local' / 'bin'}:{env.get('PATH', '')}")
-        res = subprocess.run([*cmd, "run", *args, "--out", str(out)], capture_output=True, text=True, timeout=900,
-                             env=env, cwd=str(base))
+        res = subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=900, env=env, cwd=str(cwd))
+        if name == "venv_in_home":      # without --out: reports/<stem>-<time> under the folder it ran from
+            out = next(cwd.glob("reports/warmup_timeout-*"), cwd / "reports" / "none")
         return name, res, out
     finally:
         shutil.rmtree(tmp_root, ignore_errors=True)
@@ -109,8 +120,13 @@ def _diagnose(name: str, base: Path) -> tuple[str, subprocess.CompletedProcess, 
 @pytest.fixture(scope="module")
 def diagnosed(tmp_path_factory):
     base = tmp_path_factory.mktemp("layouts")
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return {name: (res, out) for name, res, out in pool.map(lambda n: _diagnose(n, base), LAYOUTS)}
+    # The README's command first, with nothing of this fixture beside it: the README's sample names its runs (r8),
+    # and a busier machine's solo reruns would number them otherwise. Then the other five (the warmup probe alone),
+    # three at a time: each mostly waits on the warmup's sleeps.
+    first = _diagnose(LAYOUTS[0], base)
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        done = [first, *pool.map(lambda n: _diagnose(n, base), LAYOUTS[1:])]
+    return {name: (res, out) for name, res, out in done}
 
 
 # its tests share one xdist_group: under --dist loadgroup one worker runs them all, so the fixture is built once
@@ -124,3 +140,13 @@ def test_readme_command_1_finds_the_warmup_in_every_layout(diagnosed, layout):
     assert "TIMEOUT exceeded the 20 s budget" in res.stdout, text[-3000:]
     assert "1. warmup (confidence high)" in res.stdout and "fix: warmup N->1" in res.stdout, text[-3000:]
     assert (out / "report.md").exists()
+
+
+@pytest.mark.xdist_group("layouts")
+def test_the_readme_shows_what_its_first_command_prints(diagnosed):
+    """The README's first command, run as a newcomer runs it (the venv under ~ above), prints each line of the
+    README's sample block in order (tests/test_readme.py), and writes its report where no --out puts it."""
+    res, out = diagnosed["venv_in_home"]
+    assert res.returncode == 1, res.stdout + res.stderr        # as the README says: a problem was found
+    assert unmatched(sample_lines(), res.stdout.splitlines()) == [], res.stdout
+    assert (out / "report.md").exists() and out.parent.name == "reports", out

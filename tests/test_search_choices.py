@@ -29,7 +29,7 @@ from probes.search.places import _places, added, changed
 from probes.search.returns import judged
 from probes.search.threads import waiting_chain
 from probes.search.watch import Search, literal_text
-from tests.conftest import FIXTURES, cli
+from tests.conftest import FIXTURES, cli, diagnose_each
 
 STYLES = FIXTURES / "search_styles"
 
@@ -186,12 +186,20 @@ CASES = {
 }
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
+@pytest.fixture(scope="module")
+def diagnosed(tmp_path_factory):
+    """Every style's diagnosis, three at a time (each mostly waits on its candidates' sleeps)."""
+    return diagnose_each(tmp_path_factory.mktemp("search-choices"), {n: STYLES / f"{n}.py" for n in CASES},
+                         "--stages", "test", "--budget", "15", "--probes", "search")
+
+
 @pytest.mark.e2e
+@pytest.mark.xdist_group("search-choices")
 @pytest.mark.parametrize("name", list(CASES))
-def test_each_style_of_choice_is_named_and_pinned_per_shape_where_the_code_reads_it(tmp_path, name):
+def test_each_style_of_choice_is_named_and_pinned_per_shape_where_the_code_reads_it(diagnosed, name):
     named, place, written = CASES[name]
-    out = tmp_path / "o"
-    res = cli("run", STYLES / f"{name}.py", "--stages", "test", "--budget", "15", "--probes", "search", "--out", out)
+    res, out = diagnosed[name]
     s = json.loads((out / "session.json").read_text())
     assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout[-2000:]
     probe = next(p for p in s["probes"] if p["name"] == "search")

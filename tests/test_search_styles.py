@@ -22,7 +22,7 @@ import pytest
 from probes.search.hook import Hook
 from probes.search.pin import pin
 from probes.search.watch import literal_text
-from tests.conftest import FIXTURES, cli
+from tests.conftest import FIXTURES, cli, diagnose_each
 
 STYLES = {"hand_search": ("_BEST", "_BEST.update({"), "caller_dict": ("_CHOICE", "_CHOICE.update({"),
           "class_attr": ("Tuner.best", "Tuner.best.update({"),
@@ -33,13 +33,20 @@ STYLES = {"hand_search": ("_BEST", "_BEST.update({"), "caller_dict": ("_CHOICE",
           "budget_loop": ("_BEST", "_BEST.update({")}
 
 
+# its tests share one xdist_group: under --dist loadgroup one worker runs them all, so this is built once
+@pytest.fixture(scope="module")
+def diagnosed(tmp_path_factory):
+    """Every style's diagnosis, three at a time (each mostly waits on its search's sleeps)."""
+    return diagnose_each(tmp_path_factory.mktemp("search-styles"), {n: FIXTURES / "search" / f"{n}.py" for n in STYLES},
+                         "--stages", "test", "--budget", "15", "--probes", "search")
+
+
 @pytest.mark.e2e
+@pytest.mark.xdist_group("search-styles")
 @pytest.mark.parametrize("name", list(STYLES))
-def test_a_search_in_any_style_is_found_from_the_run_and_pinned_where_the_code_reads_it(tmp_path, name):
+def test_a_search_in_any_style_is_found_from_the_run_and_pinned_where_the_code_reads_it(diagnosed, name):
     place, written = STYLES[name]
-    out = tmp_path / "o"
-    res = cli("run", FIXTURES / "search" / f"{name}.py", "--stages", "test", "--budget", "15", "--probes", "search",
-              "--out", out)
+    res, out = diagnosed[name]
     s = json.loads((out / "session.json").read_text())
     assert res.returncode == 1 and s["verdict"]["status"] == "timeout", res.stdout
     probe = next(p for p in s["probes"] if p["name"] == "search")
