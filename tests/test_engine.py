@@ -331,6 +331,11 @@ def test_only_the_variant_the_choice_reaches_runs_the_stages_after_its_steady_st
     assert costs["compile off"].not_run == ["leaderboard"] and costs["compile off"].steady_us == 50.0
     assert costs["dynamic=True"].not_run == [] and s.complete
     assert audit(s) == []
+    # its outcome covers only the stages it ran: the report says so beside it, and beside its cost
+    from diagnose.output import markdown
+    assert off.note == "leaderboard " + NOT_NEEDED
+    report = markdown.render(s)
+    assert f"compile off ({off.note})" in report and "(leaderboard not run: the fix was chosen first)" in report
 
 
 def test_where_the_leading_fix_fails_a_later_stage_the_next_one_runs_it():

@@ -280,6 +280,8 @@ class RunPool:
             st.run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=self.settings.budgets.get(n, 0.0),
                                           message=why) for n in st.stages[first:]]
             st.run.settle()
+            # said beside its outcome too: "ok" there covers only the stages it ran
+            st.run.note = st.run.note or f"{', '.join(st.stages[first:])} {why}"
             st.next = len(st.stages)
             self._advance(st)
 
