@@ -13,7 +13,8 @@ import threading
 
 from diagnose.analysis.causes import fix_choice
 from diagnose.runs.settings import Settings
-from diagnose.session import Role, Run, Session
+from diagnose.session import Role, Run, Session, StageResult
+from diagnose.status import Status
 
 STEADY = "benchmark"     # the stage whose timing the fix is chosen by (facts/measures.steady_us)
 
@@ -69,7 +70,16 @@ class FixOrder:
             ids = [i for i in self._parked if order is None or (order and order[0].id == i)]
             return [self._parked.pop(i) for i in ids]
 
-    def drop(self) -> list[tuple]:
+    def drop(self, why: str) -> list:
+        """Every parked run, its parked stages and those after them ended as not run (`why`, said beside its outcome
+        too: "ok" there covers only the stages it ran). Their states, for the pool to end."""
         with self._lock:
             out, self._parked = list(self._parked.values()), {}
-        return out
+        for st, job in out:
+            left = st.stages[st.stages.index(job.stages[0]):]
+            st.run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=self.settings.budgets.get(n, 0.0),
+                                          message=why) for n in left]
+            st.run.settle()
+            st.run.note = st.run.note or f"{', '.join(left)} {why}"
+            st.next = len(st.stages)
+        return [st for st, _ in out]

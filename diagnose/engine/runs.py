@@ -13,7 +13,7 @@ from diagnose.engine.run_state import LATER, LEAD, MOOT, RunState, job_for, prio
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
 from diagnose.runs.settings import Settings
-from diagnose.session import Role, Run, Session, StageResult
+from diagnose.session import Role, Run, Session
 from diagnose.source.edits import edited_lines, unified_diff
 from diagnose.status import ENDS_RUN, Status
 from probes.base import WARM
@@ -275,14 +275,7 @@ class RunPool:
 
     def drop_parked(self, why: str = NOT_NEEDED) -> None:
         """The alternatives the choice of fix never reached: their parked stages end as not run, and `why`."""
-        for st, job in self.order.drop():
-            first = st.stages.index(job.stages[0])
-            st.run.stages += [StageResult(name=n, status=Status.SKIPPED, budget_s=self.settings.budgets.get(n, 0.0),
-                                          message=why) for n in st.stages[first:]]
-            st.run.settle()
-            # said beside its outcome too: "ok" there covers only the stages it ran
-            st.run.note = st.run.note or f"{', '.join(st.stages[first:])} {why}"
-            st.next = len(st.stages)
+        for st in self.order.drop(why):
             self._advance(st)
 
     def planned(self, run: Run) -> list[str]:
