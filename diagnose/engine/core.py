@@ -49,7 +49,7 @@ class Engine:
         self.sub, self.session, self.settings, self.runner = sub, session, settings, runner
         observer = observer or Observer()
         self.pool = RunPool(session, sub.source, settings, runner, stop=stop, on_save=lambda s: self.concl.changed(),
-                            on_run_done=observer.on_run_done, on_stage=observer.on_stage)
+                            observer=observer)
         self.pool.order.active = True      # the leading fix's stages first, the alternatives' where the choice reaches
         self.planner = Planner(self.pool, sub, scan(sub.source, sub.tree))
         self.concl = Conclusions(self.pool, observer)

@@ -9,6 +9,7 @@ import threading
 
 from diagnose.analysis.causes.fix_choice import NOT_NEEDED
 from diagnose.engine.fix_order import FixOrder
+from diagnose.engine.observer import Observer
 from diagnose.engine.run_state import LATER, LEAD, MOOT, RunState, job_for, priority
 from diagnose.engine.scheduler import Scheduler
 from diagnose.runs.runner import Job, Runner
@@ -22,15 +23,15 @@ from probes.base import WARM
 class RunPool:
     """Runs and their scheduling: launch (or answer from an identical run), wait, decided. The engine's
     planning, conclusions and preflight, and bisect's edit search, all work through this API; its state is
-    its own. `on_save(session)` is called whenever the session changed; nothing is saved while `quiet`."""
+    its own. `on_save(session)` is called whenever the session changed (nothing is saved while `quiet`); the
+    observer (engine/observer.py) hears each stage and each run that ended."""
 
     def __init__(self, session: Session, source: str, settings: Settings, runner: Runner,
-                 stop: threading.Event | None = None, on_save=None, on_run_done=None, on_stage=None):
+                 stop: threading.Event | None = None, on_save=None, observer: Observer | None = None):
         self.session, self.source, self.settings, self.runner = session, source, settings, runner
         self.stop = stop or threading.Event()
         self.on_save = on_save or (lambda s: None)
-        self.on_run_done = on_run_done or (lambda r: None)
-        self.on_stage = on_stage or (lambda r: None)
+        self.observer = observer or Observer()
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
         self.errors: list[str] = []         # the tool's own failures: reported, never taken as evidence
         self.lock = threading.RLock()
@@ -120,7 +121,7 @@ class RunPool:
             self._states[run.id].done.set()
             self._changed.notify_all()
         if not self.quiet:
-            self.on_run_done(run)
+            self.observer.on_run_done(run)
         self.save()
 
     def _priority(self, st: RunState, stage: str) -> int:
@@ -149,7 +150,7 @@ class RunPool:
                 if run.role == Role.BASELINE:    # from now on a combination knows its stages at once
                     waiting, self._await_base = self._await_base, []
             if not self.quiet:
-                self.on_run_done(run)
+                self.observer.on_run_done(run)
             for w in waiting:
                 self._advance(w)      # the combinations that waited to learn where the baseline failed
             if run.role == Role.BASELINE and self.sched is not None and self.sched.reserve > 0:
@@ -240,7 +241,7 @@ class RunPool:
             self._promote_held()
         self.save()
         if not self.quiet:
-            self.on_stage(run)
+            self.observer.on_stage(run)
 
     # -- waiting on what has decided -------------------------------------------------------------------
     def wait(self, run: Run, parked: bool = True) -> bool:
