@@ -69,7 +69,9 @@ def test_a_pin_that_did_not_take_proves_nothing_and_the_audit_refuses_a_cause_re
     pinned = next(r for r in s["runs"] if r["probe"] == "search" and r["role"] == "single")
     assert pinned["outcome"] == "timeout"
     said = " ".join([i["reason"] for i in s["inconclusive"]] + [c["narrative"] for c in s["causes"]])
-    assert "the pin did not take" in said and f"{pinned['id']} still searched" in said, said
+    # on a busy machine its solo rerun decides it (evidence.decider), and the sentence names that run
+    deciders = [pinned["id"]] + [r["id"] for r in s["runs"] if r["role"] == "confirm" and r["confirms"] == pinned["id"]]
+    assert "the pin did not take" in said and any(f"{i} still searched" in said for i in deciders), said
     assert "proves nothing" in said or "settle neither that suspect nor the code itself" in said, said
     # the audit re-derives it: the old conclusion, "too slow wherever it runs" on that run, fails
     session = Session.from_dict(s)
