@@ -2,7 +2,11 @@
 run is jailed (runs/jail.py), so what a file does ends at its own run. A file that forges the crashing file's row
 and report changes neither (resumed too); a file that SIGINTs its parent and its group, SIGKILLs every process
 naming diagnose or Dask and connects to every port it finds listening stops nothing but itself; every other row
-is what it would be without them, and the hostile rows say what they tried."""
+is what it would be without them, and the hostile rows say what they tried.
+
+Each task is a `run` of a compile step and the test stage with no probe (`--depth run`): the same jail as each of
+`check`'s stages, every attack made at import or at each call, in a third of the processes (tests/test_boundary.py
+does the same; `check`'s own rows over Dask are tests/test_triage.py's)."""
 from __future__ import annotations
 
 import json
@@ -20,6 +24,9 @@ pytestmark = pytest.mark.e2e
 HOSTILE = FIXTURES / "triage_hostile"
 EARLIER_KEY = b"EARLIER-KEY-" + b"k" * 20
 SECRET600 = "SECRET-600: root's alone\n"
+# `check` ran each passing file's benchmark and leaderboard too: about 60 s of CPU that no assertion here reads (the
+# same settings again resume the same keys)
+DEPTH = ["--depth", "run", "--stages", "compile,test", "--probes", "none", "--budget", "60", "--workers", "2"]
 
 
 def _rows(out: Path) -> dict[str, dict]:
@@ -55,8 +62,7 @@ def triaged(tmp_path_factory):
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])      # a loaded machine, as in CI
     try:
         t0 = time.monotonic()
-        res = cli("triage", "subs", "--out", "out", "--budget", "60", "--workers", "2", env={"TMPDIR": str(tmp)},
-                  cwd=root)
+        res = cli("triage", "subs", "--out", "out", *DEPTH, env={"TMPDIR": str(tmp)}, cwd=root)
         first = time.monotonic() - t0
     finally:
         busy.kill()
@@ -107,9 +113,8 @@ def test_the_killer_ends_only_its_own_run_and_its_row_says_what_it_tried(triaged
 def test_a_resume_trusts_only_the_rows_it_wrote(triaged):
     res, root, out, tmp, first = triaged
     before = (out / "triage.jsonl").read_text()
-    res = cli("triage", "subs", "--out", "out", "--budget", "60", "--workers", "2", env={"TMPDIR": str(tmp)},
-              cwd=root)
-    assert res.returncode == 1 and "5 already done" in res.stdout and "0 to check" in res.stdout, res.stdout
+    res = cli("triage", "subs", "--out", "out", *DEPTH, env={"TMPDIR": str(tmp)}, cwd=root)
+    assert res.returncode == 1 and "5 already done" in res.stdout and "0 to run" in res.stdout, res.stdout
     assert (out / "triage.jsonl").read_text() == before
     assert _rows(out)["raises.py"]["status"] == "crash"
 
