@@ -348,6 +348,10 @@ def test_where_the_leading_fix_fails_a_later_stage_the_next_one_runs_it():
     assert s.fix.toggle == "mode=max-autotune-no-cudagraphs", s.fix
     lbs = [j["toggle"] for j in runner.jobs if j["stages"] == ["leaderboard"]]
     assert lbs.index("dynamic=True") < lbs.index("mode=max-autotune-no-cudagraphs") and "compile off" not in lbs
+    # parked while dynamic=True led, its leaderboard is the leader's once released: first for the GPU, no CPU yielded
+    moved = next(j for j in runner.jobs if j["toggle"] == "mode=max-autotune-no-cudagraphs"
+                 and j["stages"] == ["leaderboard"])
+    assert moved["lead"] and moved["nice"] == 0, moved
 
 
 # What a crashing Round 9 run records of the suspects its toggles take away (analysis/effects/effects.py measures them):

@@ -180,8 +180,6 @@ class RunPool:
         if self.order.parks(run, stage, st.full):
             return self.order.park(st, job)
         prio = self._priority(st, stage)
-        if prio == LEAD:      # the full report waits for it: its timing sections go first, it yields no CPU
-            job.lead, job.nice = True, 0
         with self.lock:
             if prio >= LATER and not self._all_launched.is_set():
                 self._held.append((st, job))   # verdict first: these wait for the last toggles' launch
@@ -189,6 +187,9 @@ class RunPool:
         self._submit(st, job, prio)
 
     def _submit(self, st: RunState, job: Job, prio: int) -> None:
+        # set where every stage is queued: one parked or held at first may lead by the time it is released
+        if prio == LEAD:      # the full report waits for it: its timing sections go first, it yields no CPU
+            job.lead, job.nice = True, 0
         fut = self.sched.submit(lambda: self._execute(st, job), prio, solo=job.solo)
         fut.add_done_callback(lambda f: f.cancelled() and self._cancelled(st))
 
