@@ -160,7 +160,7 @@ class Saver(Observer):
                 self._error = e
             # At most one background write per SAVE_EVERY_S: the copies that arrive meanwhile cost one write. A write
             # of Round 9's 6.5 MB session took 0.7 s of the parent's CPU, and 15 runs ending within a few seconds
-            # kept the saver writing while the engine's threads waited for the interpreter.
+            # each asked for one.
             time.sleep(max(0.0, t0 + SAVE_EVERY_S - time.monotonic()))
 
     def _put(self, seq: int, session, cl: list | None) -> None:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import threading
 
 from diagnose.analysis.causes import fix_choice
+from diagnose.facts.measures import STEADY_STAGE
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session, StageResult
 from diagnose.status import Status
-
-STEADY = "benchmark"     # the stage whose timing the fix is chosen by (facts/measures.steady_us)
 
 
 class FixOrder:
@@ -43,11 +42,11 @@ class FixOrder:
         if not self.active:
             return False
         failed = base.failed_stage if base is not None else None
-        if failed is None or not {STEADY, stage, failed.name} <= set(s.stages):
+        if failed is None or not {STEADY_STAGE, stage, failed.name} <= set(s.stages):
             return False
         if run.role != Role.SINGLE and not (run.role == Role.COMBINATION and full):
             return False
-        if s.index(stage) <= max(s.index(STEADY), s.index(failed.name)):
+        if s.index(stage) <= max(s.index(STEADY_STAGE), s.index(failed.name)):
             return False
         order = self._order()
         return bool(order) and order[0] is not run and any(r is run for r in order)

@@ -12,7 +12,7 @@ import math
 from diagnose.analysis.verdict import carried, evidence
 from diagnose.analysis.verdict.comparison import passed_all, toggle_rank
 from diagnose.analysis.verdict.evidence import effective
-from diagnose.facts.measures import geomean, steady_us
+from diagnose.facts.measures import STEADY_STAGE, geomean, steady_us
 from diagnose.findings import Fix, FixCost
 from diagnose.session import Role, Run, Session
 from diagnose.status import Status
@@ -92,7 +92,7 @@ def contenders(session: Session, base: Run) -> list[Run] | None:
         if past and all(s.status == Status.OK for s in d.stages if s.message != NOT_NEEDED):
             out.append(r)
     timed = [r for r in out if steady_us(r)]
-    if any(r.stage("benchmark") and r not in timed for r in out):
+    if any(r.stage(STEADY_STAGE) and r not in timed for r in out):
         return None
     if len(timed) < len(out):
         return sorted(out, key=lambda r: -_rank(r))
