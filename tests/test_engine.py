@@ -6,6 +6,7 @@ import threading
 from pathlib import Path
 
 from diagnose.engine import Engine
+from diagnose.engine.observer import Observer
 from diagnose.engine.run_state import VARIANT_NICE
 from diagnose.runs.runner.scripted import ScriptedRunner
 from diagnose.runs.settings import Settings
@@ -459,11 +460,65 @@ def _order_test(baseline_fails_in):
 
 
 def test_on_a_cpu_no_variant_waits_for_the_baselines_device():
-    """The head start is for a GPU's contexts: on a CPU every variant starts with the baseline, as before."""
+    """The head start is for a GPU's contexts: on a CPU no variant's job is held for the baseline's device. The
+    baseline's job still says when it has it: that is the engine's start check, on any machine."""
     src = (Path(__file__).resolve().parent.parent / "examples" / "round9.py").read_text()
     s, runner = diagnose(src, lambda run: [ok(n) for n in STAGES], jobs=4, gpu=False)
     assert len({j["role"] for j in runner.jobs}) >= 2, runner.jobs
-    assert not [j for j in runner.jobs if j["held_for_device"] or j["sets_device"]]
+    assert not [j for j in runner.jobs if j["held_for_device"]]
+    assert {j["sets_device"] for j in runner.jobs if j["role"] == "baseline"} == {True}
+
+
+def _start_script(first: StageResult):
+    def script(run):
+        if run.role == Role.BASELINE:
+            return [first] + [StageResult(n, Status.SKIPPED) for n in STAGES[1:]] if first.status != Status.OK \
+                else [ok(n) for n in STAGES]
+        return [ok(n) for n in STAGES]
+    return script
+
+
+def test_the_baselines_first_process_is_the_start_check_and_nothing_else_starts_before_it():
+    """A runner that starts processes: until the baseline's first process has its device, nothing else is
+    launched. One that ended before it (torch's import failed) is this machine's fault or ours: CannotStart, the
+    only job the baseline's, the session never saved. One that got there lets every other run go."""
+    import pytest
+
+    from diagnose.errors import CannotStart
+    from diagnose.session import Phase
+    src = (Path(__file__).resolve().parent.parent / "examples" / "round9.py").read_text()
+    failed = StageResult(name="compile", status=Status.CRASH, phase="torch_import", exit_code=3,
+                         phases=[Phase("torch_import", 0.0, 0.2, open=True, ok=False)],
+                         events=[{"k": "worker_error", "type": "OSError", "message": "libcudart.so.12: missing"}])
+    for first, fails in ((failed, True), (ok("compile"), False)):
+        sub = Submission(path=Path("/home/user/sub.py"), source=src, tree=ast.parse(src))
+        session = Session(submission={"path": "sub.py", "name": "sub.py", "source": src}, task={"name": "t"},
+                          harness={"name": "gpumode", "stages": STAGES, "budgets": BUDGETS})
+        runner = ScriptedRunner(_start_script(first))
+        runner.starts_processes = True
+        saved = []
+
+        class Heard(Observer):
+            def __init__(self, heard):
+                self.heard = heard
+
+            def on_change(self, session, data, claims):
+                self.heard.append(len(data["runs"]))
+
+            def on_stage(self, run):
+                self.heard.append(run.id)
+        settings = Settings(task=load_task(None, "fp8-dual-gemm", small=True), stages=tuple(STAGES),
+                            budgets=BUDGETS, jobs=4, gpu=False)
+        eng = Engine(sub, session, settings, runner, observer=Heard(saved))
+        if fails:
+            with pytest.raises(CannotStart, match="torch_import: OSError: libcudart.so.12"):
+                eng.diagnose()
+            assert [j["role"] for j in runner.jobs] == ["baseline"] and saved == [], (runner.jobs, saved)
+        else:
+            eng.diagnose()
+            assert len({j["run"] for j in runner.jobs}) > 1 and saved and session.verdict.status == Status.OK
+            first_other = next(i for i, j in enumerate(runner.jobs) if j["role"] != "baseline")
+            assert runner.jobs[0]["role"] == "baseline" and first_other >= 1
 
 
 def test_fix_costing_waits_for_the_baseline_and_deciding_stages_do_not():

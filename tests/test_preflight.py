@@ -96,15 +96,16 @@ def _in_process(capsys, *args) -> tuple[int, str, str]:
 
 
 def _start_fails(tmp_path, error: dict) -> str:
-    """A scripted runner whose preflight start check fails in torch's import with `error`; every other run passes."""
-    start = StageResult(name="start", status=Status.CRASH, phase="torch_import", exit_code=3,
+    """A scripted runner whose baseline's first process fails in torch's import with `error`, as every run's
+    would; every other run passes (none may start)."""
+    start = StageResult(name="test", status=Status.CRASH, phase="torch_import", exit_code=3,
                         message=f"the worker failed before the stage: {error['type']}: {error['message']}",
                         phases=[Phase("torch_import", 0.0, 0.2, open=True, ok=False)],
                         events=[{"k": "worker_error", **error}])
     ok = [StageResult(name=n, status=Status.OK) for n in ("test", "benchmark", "leaderboard")]
     plain = lambda st: json.loads(json.dumps(asdict(st), default=str))  # noqa: E731
     path = tmp_path / "script.json"
-    path.write_text(json.dumps({"start_check": True, "runs": [{"match": {"role": "reference"},
+    path.write_text(json.dumps({"start_check": True, "runs": [{"match": {"role": "baseline"},
                                                                "stages": [plain(start)]}],
                                 "default": [plain(st) for st in ok]}))
     return f"scripted:{path}"

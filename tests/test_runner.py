@@ -6,7 +6,7 @@ import pytest
 
 from diagnose.analysis.verdict import summary
 from diagnose.runs.harness import stage_budgets
-from diagnose.runs.runner import Job
+from diagnose.runs.runner import DeviceUp, Job
 from diagnose.runs.runner.stages import StageRunner
 from diagnose.runs.settings import Settings
 from diagnose.session import Run
@@ -145,7 +145,7 @@ def test_the_baselines_job_says_when_it_has_its_device_and_a_held_job_starts_no_
                         sample_seconds=0.5)
     runner = StageRunner(settings)
     src = (FIXTURES / "sleep_import.py").read_text().replace("time.sleep(3)", "time.sleep(40)")
-    up, stop = threading.Event(), threading.Event()
+    up, stop = DeviceUp(), threading.Event()
     base, held = Run(id="r0", probe=None), Run(id="r1", probe=None)
     threads = [threading.Thread(target=runner.execute, args=(job, lambda r: None, stop)) for job in
                (Job(base, src, ["test"], device_up=up), Job(held, src, ["test"], start_after=threading.Event()))]
@@ -153,7 +153,7 @@ def test_the_baselines_job_says_when_it_has_its_device_and_a_held_job_starts_no_
         for t in threads:
             t.start()
         assert up.wait(35), "the device_init phase never ended"
-        assert threads[0].is_alive() and base.stages == []      # set by the phase, not by the stage's end
+        assert up.up and threads[0].is_alive() and base.stages == []   # set by the phase, not by the stage's end
         stop.set()
         for t in threads:
             t.join(60)

@@ -27,7 +27,7 @@ from diagnose.analysis.causes import bisector, fix_choice
 from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.observer import Observer
 from diagnose.engine.planning import Planner
-from diagnose.engine.preflight import preflight
+from diagnose.engine.preflight import preflight, start_checked
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart
 from diagnose.runs import device
@@ -152,7 +152,7 @@ class Engine:
     def _start(self) -> Run:
         """The baseline, its repeats, and every toggle the source alone can plan, launched at once."""
         pool, planner = self.pool, self.planner
-        base = pool.launch(Role.BASELINE, None, None, self.sub.source)
+        base = start_checked(pool, lambda: pool.launch(Role.BASELINE, None, None, self.sub.source))
         if self.settings.probes == ():
             pool.release_held()
         for rep in range(1, self.settings.repeat):

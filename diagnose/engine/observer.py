@@ -6,6 +6,7 @@ The engine calls these from several threads: an observer keeps its own lock. Not
 """
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -52,3 +53,44 @@ class Observers(Observer):
     def on_change(self, session, data, claims):
         for o in self.each:
             o.on_change(session, data, claims)
+
+
+class Muting(Observer):
+    """Another observer, which the run pool mutes while a run's start is still being checked (engine/preflight.py):
+    meanwhile what it would hear of stages and runs is kept and handed on in order once unmuted, or dropped where
+    the pool said so (a problem folder's reference check, which no one is shown)."""
+
+    def __init__(self, inner: Observer):
+        self.inner, self.muted = inner, False
+        self._lock = threading.Lock()
+        self._kept: list | None = None
+
+    def mute(self, keep: bool) -> None:
+        with self._lock:
+            self.muted, self._kept = True, ([] if keep else None)
+
+    def unmute(self) -> None:
+        with self._lock:
+            kept, self._kept, self.muted = self._kept or [], None, False
+        for hear, run in kept:
+            hear(run)
+
+    def _hear(self, hear, run) -> None:
+        with self._lock:
+            if self.muted:
+                if self._kept is not None:
+                    self._kept.append((hear, run))
+                return
+        hear(run)
+
+    def on_stage(self, run):
+        self._hear(self.inner.on_stage, run)
+
+    def on_run_done(self, run):
+        self._hear(self.inner.on_run_done, run)
+
+    def on_verdict(self, session, what, claims):
+        self.inner.on_verdict(session, what, claims)
+
+    def on_change(self, session, data, claims):
+        self.inner.on_change(session, data, claims)

@@ -6,8 +6,9 @@ that cannot happen here (torch missing from the Python that runs diagnose, the r
 every run would die the same way before reaching the submission, and a report would blame the submission for it:
 so it is checked once, alone, first, and said in one line with no report (errors.CannotStart). For a problem folder
 the check is its reference run alone, which also says whether the reference imports (else a bad folder) and can run
-here (else the verdict is needs_gpu); for the built-in task, a run of the worker's start alone (no stage, no line of
-the submission), kept out of the session.
+here (else the verdict is needs_gpu); for the built-in task, the baseline's own first process (start_checked): nothing
+else starts, and nothing is saved or shown, until that process has its device or has ended. A separate process
+for the check cost every diagnosis a torch import (and on a GPU a CUDA context) before its baseline could start.
 """
 from __future__ import annotations
 
@@ -19,7 +20,6 @@ from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart
 from diagnose.findings import CUT, Verdict, clip
-from diagnose.runs.runner import Job
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
 
@@ -28,47 +28,49 @@ _CPU_WHEELS = "https://download.pytorch.org/whl/cpu"
 
 
 def preflight(pool: RunPool, owner: Conclusions) -> bool:
-    """Before any run of the submission: raises CannotStart when no run can start here, BadInput for a bad problem
-    folder; a problem this machine cannot judge makes the verdict needs_gpu (settled by `owner`). Returns whether the
-    diagnosis goes on."""
+    """Before any run of the submission, for a problem folder: raises CannotStart when no run can start here,
+    BadInput for a bad problem folder; a problem this machine cannot judge makes the verdict needs_gpu (settled by
+    `owner`). Returns whether the diagnosis goes on. (The built-in task's start is checked by start_checked.)"""
     if not pool.settings.preflight:
-        try:
-            _start_alone(pool)
-        except CannotStart:
-            pool.quiet = True       # no run of the submission, no report
-            raise
-        return not pool.stop.is_set()
-    pool.quiet = True
+        return True
+    pool.mute(keep=False)
     ref = pool.launch(Role.REFERENCE, None, "reference check", pool.source, stages=["reference"])
     pool.wait(ref)
-    pool.quiet = False
+    pool.observer.unmute()
     st = ref.stages[0] if ref.stages else None
     if st is None and ref.outcome == Status.INCOMPLETE and not pool.stop.is_set():
-        pool.quiet = True       # the runner failed on it (runs/engine: a bug of ours, in its note): no report
+        pool.mute(keep=False)   # the runner failed on it (runs/engine: a bug of ours, in its note): no report
         raise _cannot(None, ref.note or "the reference check's run never started")
     if st is None or st.status == Status.OK or st.status == Status.INTERRUPTED:
         pool.save()
         return st is not None and st.status == Status.OK
     if st.status != Status.NEEDS_GPU and never_reached(st) and not any(p.name == "reference_import" for p in st.phases):
-        pool.quiet = True
+        pool.mute(keep=False)
         raise _cannot(st)
     return _reference_failed(pool, owner, ref, st)
 
 
-def _start_alone(pool: RunPool) -> None:
-    """The worker's start alone (runs/worker/stages.stage_start), in a container of its own, through the runner
-    that will run the submission: nothing of the submission runs, so any failure is this machine's or ours. A
-    scripted runner starts no process: nothing to check."""
-    if not getattr(pool.runner, "starts_processes", True):
-        return
-    run = Run(id="start", probe=None, toggle="start check", role=Role.REFERENCE)
-    try:
-        pool.runner.execute(Job(run=run, source=pool.source, stages=["start"]), lambda r: None, pool.stop)
-    except Exception as e:  # noqa: BLE001 - the runner's own failure (the run's jail): ours, never the submission's
-        raise _cannot(None, f"{type(e).__name__}: {e}") from None
-    st = run.stages[0] if run.stages else None
-    if st is not None and st.status not in (Status.OK, Status.INTERRUPTED, Status.NEEDS_GPU):
-        raise _cannot(st)
+def start_checked(pool: RunPool, launch) -> Run:
+    """The baseline, `launch()`ed. For the built-in task its first process is the start check: until that process
+    has its device (torch imported, the device started: pool.base_device), nothing else is launched and the pool
+    is muted. One that ended without it never reached the submission, and every run would end the same way: that
+    is this machine's fault or ours, never the submission's (CannotStart, the pool left muted: no report)."""
+    if pool.settings.preflight:
+        return launch()         # a problem folder's start was its reference run's
+    pool.mute()
+    base = launch()
+    device = pool.base_device
+    while not device.wait(0.1) and not pool.stop.is_set():
+        pass
+    if not device.up and not pool.stop.is_set():
+        pool.wait_for(lambda: bool(base.stages) or pool.done(base))
+        st = base.stages[0] if base.stages else None
+        if st is None and not pool.stop.is_set():       # the runner failed on it (the run's jail): ours
+            raise _cannot(None, base.note or "the baseline's first process never started")
+        if st is not None and st.status not in (Status.OK, Status.INTERRUPTED, Status.NEEDS_GPU):
+            raise _cannot(st)
+    pool.unmute()
+    return base
 
 
 def _missing(text: str) -> str | None:
@@ -118,7 +120,7 @@ def _reference_failed(pool: RunPool, owner: Conclusions, ref: Run, st: StageResu
         pool.save()
         return False
     if werr and st.status != Status.NEEDS_GPU and any(p.name == "reference_import" and not p.ok for p in st.phases):
-        pool.quiet = True       # a bad folder leaves no report behind
+        pool.mute(keep=False)   # a bad folder leaves no report behind
         raise BadInput(f"{pool.settings.problem}/reference.py: fails to import: {werr['type']}: "
                        f"{clip(werr['message'].strip().splitlines()[0], 300) if werr['message'].strip() else ''}")
     env = next((e for e in st.events if e["k"] == "env"), {})

@@ -4,7 +4,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 
-from diagnose.runs.runner import Job
+from diagnose.runs.runner import DeviceUp, Job
 from diagnose.session import Role, Run, Session
 from diagnose.status import Status
 from probes.door import deciding
@@ -34,16 +34,16 @@ class RunState:
     full: bool = False           # a combination verified as a fix: every stage, not only those up to the failure
 
 
-def job_for(st: RunState, stage: str, solo_stages, base_device: threading.Event | None) -> Job:
+def job_for(st: RunState, stage: str, solo_stages, base_device: DeviceUp | None, gpu: bool) -> Job:
     """The job that runs one stage of a run. On a GPU the variants start once the baseline's first process has its
     CUDA context (`base_device`): 13 contexts made at once slowed Round 9's baseline by 4-5 s on an H100, which the
-    verdict waits for. The event comes with the baseline's first job, which sets it whatever happens, so that no
-    variant waits on a baseline that never runs."""
+    verdict waits for. It comes with the baseline's first job, which sets it whatever happens, so that no variant
+    waits on a baseline that never runs; on any machine it is also the engine's start check (engine/preflight.py)."""
     run = st.run
     variant = run.role in (Role.SINGLE, Role.COMBINATION)
     return Job(run=run, source=st.source, stages=[stage], watch=run.watched, warm_from=st.warm_from,
                solo=run.role == Role.CONFIRM or stage in solo_stages, hook_args=st.hook_args,
-               nice=VARIANT_NICE if variant else 0, start_after=base_device if variant else None,
+               nice=VARIANT_NICE if variant else 0, start_after=base_device if variant and gpu else None,
                device_up=base_device if run.role == Role.BASELINE else None)
 
 

@@ -9,10 +9,10 @@ import threading
 
 from diagnose.analysis.causes.fix_choice import NOT_NEEDED
 from diagnose.engine.fix_order import FixOrder
-from diagnose.engine.observer import Observer
+from diagnose.engine.observer import Muting, Observer
 from diagnose.engine.run_state import LATER, LEAD, MOOT, RunState, job_for, priority
 from diagnose.engine.scheduler import Scheduler
-from diagnose.runs.runner import Job, Runner
+from diagnose.runs.runner import DeviceUp, Job, Runner
 from diagnose.runs.settings import Settings
 from diagnose.session import Role, Run, Session
 from diagnose.source.edits import edited_lines, unified_diff
@@ -23,7 +23,7 @@ from probes.base import WARM
 class RunPool:
     """Runs and their scheduling: launch (or answer from an identical run), wait, decided. The engine's
     planning, conclusions and preflight, and bisect's edit search, all work through this API; its state is
-    its own. `on_save(session)` is called whenever the session changed (nothing is saved while `quiet`); the
+    its own. `on_save(session)` is called whenever the session changed (nothing is saved while muted); the
     observer (engine/observer.py) hears each stage and each run that ended."""
 
     def __init__(self, session: Session, source: str, settings: Settings, runner: Runner,
@@ -31,11 +31,10 @@ class RunPool:
         self.session, self.source, self.settings, self.runner = session, source, settings, runner
         self.stop = stop or threading.Event()
         self.on_save = on_save or (lambda s: None)
-        self.observer = observer or Observer()
+        self.observer = Muting(observer or Observer())      # muted while a run's start is still being checked
         self.sources: dict[str, str] = {}   # run id -> the variant's full source (for --fix)
         self.errors: list[str] = []         # the tool's own failures: reported, never taken as evidence
         self.lock = threading.RLock()
-        self.quiet = False                  # nothing is saved while the problem folder is still being checked
         self.moot = threading.Event()       # the baseline showed this machine cannot judge: no run can tell
         self._ids = itertools.count()
         self._states: dict[str, RunState] = {}
@@ -45,7 +44,7 @@ class RunPool:
         self._await_base: list = []                # combinations past their first stage, until the baseline ends
         self._changed = threading.Condition(self.lock)
         self.sched: Scheduler | None = None
-        self.base_device: threading.Event | None = None     # see run_state.job_for
+        self.base_device: DeviceUp | None = None     # see run_state.job_for
         self.order = FixOrder(session, settings)            # the leading fix first, the alternatives parked
 
     # -- the pool's life -------------------------------------------------------------------------------
@@ -72,8 +71,16 @@ class RunPool:
 
     def save(self) -> None:
         with self.lock:
-            if not self.quiet:
+            if not self.observer.muted:
                 self.on_save(self.session)
+
+    def mute(self, keep: bool = True) -> None:
+        """Nothing saved or heard until unmute(); what the observer missed is handed on then (`keep`) or dropped."""
+        self.observer.mute(keep)
+
+    def unmute(self) -> None:
+        self.observer.unmute()
+        self.save()
 
     def fail(self) -> None:
         """A bug of ours: record it (reported, never evidence)."""
@@ -120,8 +127,7 @@ class RunPool:
             run.stages, run.outcome, run.solo = prior.stages, prior.outcome, prior.solo
             self._states[run.id].done.set()
             self._changed.notify_all()
-        if not self.quiet:
-            self.observer.on_run_done(run)
+        self.observer.on_run_done(run)
         self.save()
 
     def _priority(self, st: RunState, stage: str) -> int:
@@ -149,8 +155,7 @@ class RunPool:
                 waiting = []
                 if run.role == Role.BASELINE:    # from now on a combination knows its stages at once
                     waiting, self._await_base = self._await_base, []
-            if not self.quiet:
-                self.observer.on_run_done(run)
+            self.observer.on_run_done(run)
             for w in waiting:
                 self._advance(w)      # the combinations that waited to learn where the baseline failed
             if run.role == Role.BASELINE and self.sched is not None and self.sched.reserve > 0:
@@ -174,9 +179,9 @@ class RunPool:
                 st.next = len(st.stages)
                 return self._advance(st)
         st.next += 1
-        if run.role == Role.BASELINE and self.settings.gpu and self.base_device is None:
-            self.base_device = threading.Event()     # see run_state.job_for
-        job = job_for(st, stage, self.settings.solo_stages, self.base_device)
+        if run.role == Role.BASELINE and self.base_device is None:
+            self.base_device = DeviceUp()     # see run_state.job_for, and the start check (engine/preflight.py)
+        job = job_for(st, stage, self.settings.solo_stages, self.base_device, self.settings.gpu)
         if self.order.parks(run, stage, st.full):
             return self.order.park(st, job)
         prio = self._priority(st, stage)
@@ -241,8 +246,7 @@ class RunPool:
         if run.role == Role.BASELINE:
             self._promote_held()
         self.save()
-        if not self.quiet:
-            self.observer.on_stage(run)
+        self.observer.on_stage(run)
 
     # -- waiting on what has decided -------------------------------------------------------------------
     def wait(self, run: Run, parked: bool = True) -> bool:

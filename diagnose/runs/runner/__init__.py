@@ -16,6 +16,29 @@ from diagnose.session import Run
 TOOL_ROOT = str(Path(__file__).resolve().parents[3])   # the folder that holds diagnose/
 
 
+class DeviceUp:
+    """The baseline's first process, as far as its start: set once it has its device (`up`: torch imported, the
+    device started) or once its job ended without it. A variant held by it (`Job.start_after`) waits on it as on
+    an Event; the engine's start check (engine/preflight.py) reads `up`."""
+
+    def __init__(self):
+        self._set = threading.Event()
+        self.up = False
+
+    def started(self) -> None:
+        self.up = True
+        self._set.set()
+
+    def ended(self) -> None:
+        self._set.set()
+
+    def is_set(self) -> bool:
+        return self._set.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._set.wait(timeout)
+
+
 @dataclass
 class Job:
     """Some stages of one run: `run` is filled in place, a stage at a time."""
@@ -29,8 +52,8 @@ class Job:
     nice: int = 0                                     # CPU niceness for its processes (a variant beside the baseline)
     # The baseline's head start on a GPU: a variant's first process starts once `start_after` is set, which the
     # baseline's job (`device_up`) sets as its first process has its CUDA context, or has ended.
-    start_after: threading.Event | None = None
-    device_up: threading.Event | None = None
+    start_after: DeviceUp | threading.Event | None = None
+    device_up: DeviceUp | None = None
     lead: bool = False     # the leading fix's stage: its timing sections are granted first (runner/arbiter.py)
 
 

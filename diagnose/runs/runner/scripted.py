@@ -20,7 +20,9 @@ from diagnose.status import ENDS_RUN, Status
 
 
 class ScriptedRunner:
-    starts_processes = False     # nothing to start: the preflight's check that a run can start is skipped
+    # nothing to start: a baseline's process has its device at once. True (the script's start_check): as a real
+    # one, its job says so only as it ends, so the engine's start check reads the baseline's first stage
+    starts_processes = False
 
     def __init__(self, script, delay_s: float = 0.0, with_source: bool = False):
         self.script, self.delay_s, self.with_source = script, delay_s, with_source   # script(run[, source])
@@ -31,8 +33,8 @@ class ScriptedRunner:
 
     def execute(self, job, on_stage, stop: threading.Event) -> None:
         run = job.run
-        if job.device_up is not None:       # a scripted process has its device at once
-            job.device_up.set()
+        if job.device_up is not None and not self.starts_processes:
+            job.device_up.started()
         if not wait_to_start(job, stop):
             return
         with self._lock:
@@ -63,6 +65,8 @@ class ScriptedRunner:
         finally:
             with self._lock:
                 self._active.discard(run.id)
+            if job.device_up is not None:
+                job.device_up.ended()
 
     def close(self):
         self.closed = True
@@ -92,8 +96,8 @@ def _stage(d: dict) -> StageResult:
 def from_file(path: Path) -> ScriptedRunner:
     """{"delay_s": 0.1, "runs": [{"match": {...}, "stages": [StageResult as in a session, ...]}, ...],
     "default": [stages for every run no rule matches], "start_check": true}. The first matching rule wins.
-    start_check: the preflight's check that a run can start is replayed too (its run's role is reference, its
-    stage `start`), as for a runner that starts processes."""
+    start_check: the engine's check that a run can start reads the baseline's first stage, as for a runner that
+    starts processes (whose baseline's job says it has its device only as the process ends)."""
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     rules = data.get("runs", [])
     default = [_stage(s) for s in data.get("default", [])]

@@ -190,7 +190,7 @@ class StageRunner:
             if ended and last is not None:
                 last.state["outlived"] = ended
             if job.device_up is not None:
-                job.device_up.set()
+                job.device_up.ended()
         if run.stages:
             on_stage(run)
 
@@ -259,8 +259,9 @@ class StageRunner:
         spec_path.write_text(spec.to_json())
 
         def tagged(ev):
-            if job.device_up is not None and ev.get("k") == "end" and ev.get("name") == "device_init":
-                job.device_up.set()
+            if (job.device_up is not None and ev.get("k") == "end" and ev.get("name") == "device_init"
+                    and ev.get("ok") is not False):     # one that failed: the job's end says so
+                job.device_up.started()
             if self.on_event:
                 self.on_event(run, what, ev)
         with self._lock:

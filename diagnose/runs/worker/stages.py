@@ -203,13 +203,6 @@ def stage_reference(ctx: Ctx) -> str:
     return "ok"
 
 
-def stage_start(ctx: Ctx) -> str:
-    """Can a run start here at all? What main.py set up before this (torch imported, the device started, the
-    reference loaded) is the whole check: nothing of the submission runs. The preflight's, for the built-in task
-    (a problem folder's reference stage above does the same and more)."""
-    return "ok"
-
-
 def stage_tune(ctx: Ctx) -> str:
     """A tuning run, outside any budget: each distinct case of the task's tests and benchmarks once, so that
     every search the submission runs at a new shape (Helion's autotuner, one written by hand) runs to its
@@ -229,4 +222,4 @@ def stage_tune(ctx: Ctx) -> str:
 
 
 STAGE_FUNCS = {"compile": stage_compile, "tune": stage_tune, "test": stage_test, "benchmark": stage_benchmark,
-               "leaderboard": stage_leaderboard, "reference": stage_reference, "start": stage_start}
+               "leaderboard": stage_leaderboard, "reference": stage_reference}
