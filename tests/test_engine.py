@@ -521,6 +521,38 @@ def test_the_baselines_first_process_is_the_start_check_and_nothing_else_starts_
             assert runner.jobs[0]["role"] == "baseline" and first_other >= 1
 
 
+def test_a_baseline_whose_jail_fails_is_cannot_start_and_no_other_run_starts():
+    """The runner itself fails on the baseline's first job (its jail: runner/stages.jail_failed raises): ours, never
+    the submission's. CannotStart names it; no other job was ever handed to the runner."""
+    import pytest
+
+    from diagnose.errors import CannotStart
+    src = (Path(__file__).resolve().parent.parent / "examples" / "round9.py").read_text()
+
+    class JailFails(ScriptedRunner):
+        def execute(self, job, on_stage, stop):
+            if job.run.role == Role.BASELINE:
+                self.jobs.append({"run": job.run.id, "role": "baseline"})
+                try:
+                    raise RuntimeError("the run's jail failed (OSError: no user namespace): the step's processes "
+                                       "ended with it")
+                finally:
+                    job.device_up.ended()
+            return super().execute(job, on_stage, stop)
+    runner = JailFails(lambda run: [ok(n) for n in STAGES])
+    runner.starts_processes = True
+    sub = Submission(path=Path("/home/user/sub.py"), source=src, tree=ast.parse(src))
+    session = Session(submission={"path": "sub.py", "name": "sub.py", "source": src}, task={"name": "t"},
+                      harness={"name": "gpumode", "stages": STAGES, "budgets": BUDGETS})
+    settings = Settings(task=load_task(None, "fp8-dual-gemm", small=True), stages=tuple(STAGES), budgets=BUDGETS,
+                        jobs=4, gpu=True)
+    eng = Engine(sub, session, settings, runner)
+    with pytest.raises(CannotStart, match="the run's jail failed"):
+        eng.diagnose()
+    assert [j["role"] for j in runner.jobs] == ["baseline"], runner.jobs
+    assert len(eng.errors) == 1 and "RuntimeError" in eng.errors[0]
+
+
 def test_fix_costing_waits_for_the_baseline_and_deciding_stages_do_not():
     """Baseline fails in test: compile off's benchmark only costs a fix, so it waits until the baseline has
     ended. Baseline fails in benchmark: compile off's benchmark decides, and runs beside it."""
