@@ -20,6 +20,7 @@ from diagnose.engine.conclusions import Conclusions
 from diagnose.engine.runs import RunPool
 from diagnose.errors import BadInput, CannotStart
 from diagnose.findings import CUT, Verdict, clip
+from diagnose.runs.runner import wait_set
 from diagnose.session import Role, Run, StageResult
 from diagnose.status import Status
 
@@ -59,10 +60,7 @@ def start_checked(pool: RunPool, launch) -> Run:
         return launch()         # a problem folder's start was its reference run's
     pool.mute()
     base = launch()
-    device = pool.base_device
-    while not device.wait(0.1) and not pool.stop.is_set():
-        pass
-    if not device.up and not pool.stop.is_set():
+    if wait_set(pool.base_device, pool.stop) and not pool.base_device.up:
         pool.wait_for(lambda: bool(base.stages) or pool.done(base))
         st = base.stages[0] if base.stages else None
         if st is None and not pool.stop.is_set():       # the runner failed on it (the run's jail): ours

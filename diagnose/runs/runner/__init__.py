@@ -16,27 +16,18 @@ from diagnose.session import Run
 TOOL_ROOT = str(Path(__file__).resolve().parents[3])   # the folder that holds diagnose/
 
 
-class DeviceUp:
+class DeviceUp(threading.Event):
     """The baseline's first process, as far as its start: set once it has its device (`up`: torch imported, the
-    device started) or once its job ended without it. A variant held by it (`Job.start_after`) waits on it as on
-    an Event; the engine's start check (engine/preflight.py) reads `up`."""
-
-    def __init__(self):
-        self._set = threading.Event()
-        self.up = False
+    device started) or once its job ended without it. A variant held by it (`Job.start_after`) waits on it; the
+    engine's start check (engine/preflight.py) reads `up`."""
+    up = False
 
     def started(self) -> None:
         self.up = True
-        self._set.set()
+        self.set()
 
     def ended(self) -> None:
-        self._set.set()
-
-    def is_set(self) -> bool:
-        return self._set.is_set()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        return self._set.wait(timeout)
+        self.set()
 
 
 @dataclass
@@ -52,17 +43,22 @@ class Job:
     nice: int = 0                                     # CPU niceness for its processes (a variant beside the baseline)
     # The baseline's head start on a GPU: a variant's first process starts once `start_after` is set, which the
     # baseline's job (`device_up`) sets as its first process has its CUDA context, or has ended.
-    start_after: DeviceUp | threading.Event | None = None
+    start_after: threading.Event | None = None
     device_up: DeviceUp | None = None
     lead: bool = False     # the leading fix's stage: its timing sections are granted first (runner/arbiter.py)
 
 
-def wait_to_start(job: Job, stop: threading.Event) -> bool:
-    """Hold the job until its start_after is set; False when the diagnosis was stopped first."""
-    while job.start_after is not None and not job.start_after.wait(0.1):
+def wait_set(event: threading.Event, stop: threading.Event) -> bool:
+    """Until `event` is set; False when the diagnosis was stopped first."""
+    while not event.wait(0.1):
         if stop.is_set():
             return False
     return True
+
+
+def wait_to_start(job: Job, stop: threading.Event) -> bool:
+    """Hold the job until its start_after is set; False when the diagnosis was stopped first."""
+    return job.start_after is None or wait_set(job.start_after, stop)
 
 
 class Runner(Protocol):
